@@ -1,0 +1,36 @@
+-- callback.lua — apply an ack-mode worker's ack, nack or defer.
+--
+-- A callback counts whenever the job is in flight or awaiting ack, even before
+-- the daemon has read the webhook's 2xx (the daemon's later "delivered" settle
+-- then finds its token gone and is ignored).
+--
+-- KEYS: the queue keys of lib.lua.
+-- ARGV[1..17]: queue parameters (lib.lua).
+-- ARGV[18..24]: id, kind ("ack"|"nack"|"defer"), attempt ("" when not given),
+--   retryable ("1"|"0", nack), retryAfter ms (defer), scope ("queue"|"job",
+--   defer), reason.
+-- Returns {word, detail}:
+--   NOTFOUND | CONFLICT <state> | STALE <current attempt> | ACKED (repeat ack
+--   of a completed job) | the words of settle.lua for the applied outcome.
+local id, kind, attempt = ARGV[ARG0 + 1], ARGV[ARG0 + 2], ARGV[ARG0 + 3]
+local retryable = ARGV[ARG0 + 4] == '1'
+local retry_after, scope, reason = tonumber(ARGV[ARG0 + 5]), ARGV[ARG0 + 6], ARGV[ARG0 + 7]
+local now = now_ms()
+local m, payload = load(id)
+if not m then return { 'NOTFOUND', '' } end
+if kind == 'ack' and m.st == 'c' then return { 'ACKED', '' } end
+if m.st ~= 'f' and m.st ~= 'w' then return { 'CONFLICT', m.st } end
+if attempt ~= '' and tonumber(attempt) ~= m.a + 1 then return { 'STALE', tostring(m.a + 1) } end
+local code = m.sc
+m.sc = nil
+local word, detail
+if kind == 'ack' then
+  word, detail = on_success(id, m, payload, now, 'acked', code)
+elseif kind == 'nack' then
+  word, detail = on_failure(id, m, payload, now, 'nacked', code, reason ~= '' and reason or 'nacked', retryable, nil)
+elseif kind == 'defer' then
+  word, detail = on_defer(id, m, payload, now, retry_after, scope, reason, code)
+else
+  return redis.error_reply('callback: unknown kind ' .. tostring(kind))
+end
+return { word, detail }

@@ -1,0 +1,23 @@
+-- control.lua — operator pause and resume.
+--
+-- KEYS: the queue keys of lib.lua.
+-- ARGV[1..17]: queue parameters (lib.lua).
+-- ARGV[18]: "pause" or "resume"; ARGV[19]: reason (pause only).
+-- pause: nothing is delivered until resume; deliveries in flight finish.
+-- resume: ends a pause and also ends a backpressure hold early: a held queue
+--   goes to probing, so it still reopens only through one successful probe.
+-- Returns {"OK"}.
+local op, reason = ARGV[ARG0 + 1], ARGV[ARG0 + 2]
+local now = now_ms()
+if op == 'pause' then
+  redis.call('HSET', K_STATE, 'paused', '1', 'pause_reason', reason)
+elseif op == 'resume' then
+  redis.call('HSET', K_STATE, 'paused', '0', 'pause_reason', '')
+  if redis.call('HGET', K_STATE, 'hold') == '1' then
+    local until_ms = tonumber(redis.call('HGET', K_STATE, 'hold_until') or '0')
+    if until_ms > now then redis.call('HSET', K_STATE, 'hold_until', now) end
+  end
+else
+  return redis.error_reply('control: unknown op ' .. tostring(op))
+end
+return { 'OK' }

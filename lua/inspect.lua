@@ -1,0 +1,15 @@
+-- inspect.lua — read a queue's hold state and counts on Redis' clock.
+-- Read-only: it never writes, so it may run against a replica.
+--
+-- KEYS: the queue keys of lib.lua.
+-- ARGV[1..17]: queue parameters (lib.lua; unused except for uniformity).
+-- Returns {now ms, paused, pause_reason, hold, hold_until ms, probe_job, reason,
+--          waiting, pending, inflight, awaiting, dead}.
+local now = now_ms()
+local st = redis.call('HMGET', K_STATE, 'paused', 'pause_reason', 'hold', 'hold_until',
+  'probe_job', 'reason', 'n_pending', 'n_awaiting')
+return {
+  now, st[1] or '0', st[2] or '', st[3] or '0', st[4] or '0', st[5] or '', st[6] or '',
+  redis.call('ZCARD', K_WAITING), st[7] or '0', redis.call('ZCARD', K_INFLIGHT), st[8] or '0',
+  redis.call('ZCARD', K_DEAD),
+}

@@ -1,0 +1,303 @@
+-- lib.lua — shared prelude, prepended to every script by package lua.
+--
+-- Keys (all carry the queue's hash tag, so every script runs on one cluster slot):
+--   K_WAITING   KEYS[1]  ZSET  job id -> due time (ms). Ready = score <= now.
+--                              Holds ready, delayed and backing-off jobs alike,
+--                              so FIFO order and "next due" are one ZRANGE.
+--   K_INFLIGHT  KEYS[2]  ZSET  job id -> lease deadline (ms): in flight or awaiting ack.
+--   K_JOBS      KEYS[3]  HASH  job id -> meta JSON .. "\n" .. raw payload bytes.
+--   K_HIST      KEYS[4]  HASH  job id -> history entries, JSON objects joined by ",".
+--   K_STATE     KEYS[5]  HASH  queue state: hold, hold_until, probe_job, reason,
+--                              paused, pause_reason, n_pending, n_awaiting.
+--   K_LIFETIMES KEYS[6]  ZSET  waiting job id -> end of its delivery lifetime (ms).
+--   K_DEAD      KEYS[7]  ZSET  dead job id -> time it died (ms).
+--   K_PURGE     KEYS[8]  ZSET  terminal job id -> time it may be purged (ms).
+--   K_IDEM      KEYS[9]  HASH  idempotency key -> job id.
+--   K_STARTS    KEYS[10] ZSET  delivery start token -> start time (ms): the
+--                              sliding rate-limit window.
+--
+-- Queue parameters, ARGV[1..17], identical for every script (package store builds them):
+--   1 mode ("standard"|"ack")   2 concurrency   3 rateLimitMax   4 rateLimitWindow ms
+--   5 maxAttempts   6 maxDefers   7 delivery lease ms   8 ackTimeout ms
+--   9 ackTimeoutAction ("retry"|"dead")   10 backoff type ("exponential"|"fixed")
+--   11 backoff base ms   12 backoff max ms   13 jitter ("1"|"0")   14 jobLifetime ms
+--   15 retention ms   16 random in [0,1) from Go (Lua's math.random is deterministic)
+--   17 maintenance batch: max items reaped/expired/purged per call
+-- Script-specific arguments start at ARGV[18].
+--
+-- Job meta fields (short names keep memory per waiting job small):
+--   c createdAt ms, s first scheduled delivery ms, x lifetime end ms, st state,
+--   a attempts spent, d defers spent, k idempotency key, o order score (due time
+--   when last claimed), t lease token (in flight only), pr probe flag, e last
+--   error, dr dead reason, ca completed/dead at ms, sc last webhook status code.
+-- States st: p pending (never delivered, waiting), r waiting again (retry/defer),
+--   f in flight, w awaiting ack, c completed, d dead.
+
+local K_WAITING, K_INFLIGHT, K_JOBS, K_HIST, K_STATE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local K_LIFETIMES, K_DEAD, K_PURGE, K_IDEM, K_STARTS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+
+local P = {
+  mode = ARGV[1],
+  concurrency = tonumber(ARGV[2]),
+  rate_max = tonumber(ARGV[3]),
+  rate_window = tonumber(ARGV[4]),
+  max_attempts = tonumber(ARGV[5]),
+  max_defers = tonumber(ARGV[6]),
+  lease = tonumber(ARGV[7]),
+  ack_timeout = tonumber(ARGV[8]),
+  ack_action = ARGV[9],
+  backoff_type = ARGV[10],
+  backoff_base = tonumber(ARGV[11]),
+  backoff_max = tonumber(ARGV[12]),
+  jitter = ARGV[13] == '1',
+  lifetime = tonumber(ARGV[14]),
+  retention = tonumber(ARGV[15]),
+  rand = tonumber(ARGV[16]),
+  batch = tonumber(ARGV[17]),
+}
+local ARG0 = 17
+
+-- Redis' clock, in whole milliseconds: the one clock every daemon agrees on.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A fresh pseudo-random value per use within one call, derived from Go's.
+local rand_step = 0
+local function next_rand()
+  rand_step = rand_step + 1
+  local r = P.rand + rand_step * 0.6180339887498949
+  return r - math.floor(r)
+end
+
+local function split_record(rec)
+  local i = string.find(rec, '\n', 1, true)
+  return cjson.decode(string.sub(rec, 1, i - 1)), string.sub(rec, i + 1)
+end
+
+local function load(id)
+  local rec = redis.call('HGET', K_JOBS, id)
+  if not rec then return nil, nil end
+  return split_record(rec)
+end
+
+local function save(id, m, payload)
+  redis.call('HSET', K_JOBS, id, cjson.encode(m) .. '\n' .. payload)
+end
+
+local function hist_append(id, entry)
+  local e = cjson.encode(entry)
+  local h = redis.call('HGET', K_HIST, id)
+  if h then e = h .. ',' .. e end
+  redis.call('HSET', K_HIST, id, e)
+end
+
+local function state_get(field)
+  return redis.call('HGET', K_STATE, field)
+end
+
+local function is_probe(id)
+  return state_get('probe_job') == id
+end
+
+-- The probe's delivery ended without success: the next job becomes the probe.
+local function drop_probe(id)
+  if is_probe(id) then redis.call('HSET', K_STATE, 'probe_job', '') end
+end
+
+-- Leaving the in-flight set: fix the awaiting-ack counter.
+local function leave_inflight(id, m)
+  redis.call('ZREM', K_INFLIGHT, id)
+  if m.st == 'w' then redis.call('HINCRBY', K_STATE, 'n_awaiting', -1) end
+  m.t = nil
+  m.pr = nil
+end
+
+local function backoff_ms(attempts)
+  local d = P.backoff_base
+  if P.backoff_type == 'exponential' then
+    d = P.backoff_base * math.pow(2, attempts - 1)
+  end
+  if d > P.backoff_max then d = P.backoff_max end
+  if P.jitter then d = d * (0.5 + 0.5 * next_rand()) end
+  return math.floor(d)
+end
+
+local function purge_at(m, now)
+  local t = m.c + P.retention
+  if t < now then t = now end
+  return t
+end
+
+-- Terminal failure. The job keeps its record (for GET and replay) until purged.
+local function to_dead(id, m, payload, now, reason)
+  m.st = 'd'
+  m.dr = reason
+  m.ca = now
+  save(id, m, payload)
+  redis.call('ZADD', K_DEAD, now, id)
+  redis.call('ZADD', K_PURGE, purge_at(m, now), id)
+  return 'DEAD', reason
+end
+
+-- Back to waiting (not in flight any more), due at `due`.
+local function to_waiting(id, m, payload, due)
+  if m.a == 0 and m.d == 0 then
+    m.st = 'p'
+    redis.call('HINCRBY', K_STATE, 'n_pending', 1)
+  else
+    m.st = 'r'
+  end
+  save(id, m, payload)
+  redis.call('ZADD', K_WAITING, due, id)
+  redis.call('ZADD', K_LIFETIMES, m.x, id)
+end
+
+local function entry(m, status, now)
+  local e = { attempt = m.a + 1, status = status, ts = now }
+  if m.pr then e.probe = true end
+  return e
+end
+
+-- A delivery succeeded (standard 2xx, or an ack). A successful probe reopens
+-- the queue, unless a defer that arrived meanwhile pushed the hold out again.
+local function on_success(id, m, payload, now, status, code)
+  local e = entry(m, status, now)
+  e.code = code
+  local probe = is_probe(id)
+  leave_inflight(id, m)
+  m.a = m.a + 1
+  m.st = 'c'
+  m.ca = now
+  save(id, m, payload)
+  hist_append(id, e)
+  redis.call('ZADD', K_PURGE, purge_at(m, now), id)
+  if probe then
+    redis.call('HSET', K_STATE, 'probe_job', '')
+    local until_ms = tonumber(state_get('hold_until') or '0')
+    if now >= until_ms then
+      redis.call('HSET', K_STATE, 'hold', '0', 'hold_until', '0')
+      return 'REOPENED', ''
+    end
+  end
+  return 'COMPLETED', ''
+end
+
+-- A delivery failed (error status, timeout, connection error, nack, lost lease,
+-- ack timeout). It spends one attempt; the job retries after backoff or dies.
+local function on_failure(id, m, payload, now, status, code, err, retryable, dead_reason)
+  local e = entry(m, status, now)
+  e.code = code
+  if err ~= '' then e.error = err end
+  drop_probe(id)
+  leave_inflight(id, m)
+  m.a = m.a + 1
+  if err ~= '' then m.e = err end
+  hist_append(id, e)
+  if dead_reason then return to_dead(id, m, payload, now, dead_reason) end
+  if not retryable then return to_dead(id, m, payload, now, 'nacked') end
+  if m.a >= P.max_attempts then return to_dead(id, m, payload, now, 'max_attempts_exhausted') end
+  local due = now + backoff_ms(m.a)
+  if due > m.x then return to_dead(id, m, payload, now, 'lifetime_exceeded') end
+  to_waiting(id, m, payload, due)
+  return 'RETRY', tostring(due)
+end
+
+-- Backpressure (429/503/529 or a defer callback). Never spends an attempt.
+-- A queue-scope defer holds the queue until the latest release time asked for,
+-- even when the reporting job itself dies of it.
+local function on_defer(id, m, payload, now, retry_after, scope, reason, code)
+  local e = entry(m, 'deferred', now)
+  e.code = code
+  e.retryAfter = retry_after / 1000
+  e.scope = scope
+  if reason ~= '' then e.reason = reason end
+  local release = now + retry_after
+  if scope == 'queue' then
+    local cur = tonumber(state_get('hold_until') or '0')
+    local held = state_get('hold') == '1'
+    if not held or release > cur then
+      redis.call('HSET', K_STATE, 'hold_until', release)
+    end
+    redis.call('HSET', K_STATE, 'hold', '1', 'reason', reason)
+  end
+  drop_probe(id)
+  local order = m.o or now
+  leave_inflight(id, m)
+  m.d = m.d + 1
+  hist_append(id, e)
+  if m.d > P.max_defers then return to_dead(id, m, payload, now, 'defer_cap_exhausted') end
+  if release > m.x then return to_dead(id, m, payload, now, 'retry_after_exceeds_lifetime') end
+  if scope == 'queue' then
+    -- Wait where it was: the queue hold keeps it back, and when the hold ends
+    -- it is first in line again (the probe, if nothing older is waiting).
+    to_waiting(id, m, payload, order)
+  else
+    to_waiting(id, m, payload, release)
+  end
+  return 'DEFERRED', tostring(release)
+end
+
+-- Bounded housekeeping, run at the start of every claim: expired leases
+-- (crashed daemons, ack timeouts), ended lifetimes, retention purge. Returns
+-- the earliest future time any of them needs attention (or nil).
+local function maintain(now)
+  local next_due = nil
+  local function consider(key)
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if first[2] then
+      local t = tonumber(first[2])
+      if t > now and (next_due == nil or t < next_due) then next_due = t end
+      return t <= now
+    end
+    return false
+  end
+  if consider(K_INFLIGHT) then
+    local ids = redis.call('ZRANGEBYSCORE', K_INFLIGHT, '-inf', now, 'LIMIT', 0, P.batch)
+    for _, id in ipairs(ids) do
+      local m, payload = load(id)
+      if not m then
+        redis.call('ZREM', K_INFLIGHT, id)
+      elseif m.st == 'w' then
+        if P.ack_action == 'dead' then
+          on_failure(id, m, payload, now, 'failed', nil, 'ack timeout', true, 'ack_timeout')
+        else
+          on_failure(id, m, payload, now, 'failed', nil, 'ack timeout', true, nil)
+        end
+      else
+        on_failure(id, m, payload, now, 'failed', nil, 'delivery lease expired (daemon lost)', true, nil)
+      end
+    end
+    consider(K_INFLIGHT)
+  end
+  if consider(K_LIFETIMES) then
+    local ids = redis.call('ZRANGEBYSCORE', K_LIFETIMES, '-inf', now, 'LIMIT', 0, P.batch)
+    for _, id in ipairs(ids) do
+      redis.call('ZREM', K_LIFETIMES, id)
+      if redis.call('ZREM', K_WAITING, id) == 1 then
+        local m, payload = load(id)
+        if m then
+          if m.st == 'p' then redis.call('HINCRBY', K_STATE, 'n_pending', -1) end
+          to_dead(id, m, payload, now, 'lifetime_exceeded')
+        end
+      end
+    end
+    consider(K_LIFETIMES)
+  end
+  if consider(K_PURGE) then
+    local ids = redis.call('ZRANGEBYSCORE', K_PURGE, '-inf', now, 'LIMIT', 0, P.batch)
+    for _, id in ipairs(ids) do
+      local m = load(id)
+      if m and m.k and redis.call('HGET', K_IDEM, m.k) == id then
+        redis.call('HDEL', K_IDEM, m.k)
+      end
+      redis.call('HDEL', K_JOBS, id)
+      redis.call('HDEL', K_HIST, id)
+      redis.call('ZREM', K_DEAD, id)
+      redis.call('ZREM', K_PURGE, id)
+    end
+    consider(K_PURGE)
+  end
+  return next_due
+end

@@ -1,0 +1,44 @@
+// Package lua holds simpleqd's Redis scripts, one file per atomic operation.
+//
+// Every change to a job or a queue happens inside one of these scripts, so a
+// fleet of daemons sharing one Redis can never interleave half-done updates.
+// lib.lua is a shared prelude (key layout, queue parameters, the transition
+// functions) prepended to each script, so claim, settle and callback apply the
+// same rules. Package store is the only caller; nothing else sends scripts.
+package lua
+
+import (
+	"embed"
+	"fmt"
+)
+
+//go:embed *.lua
+var files embed.FS
+
+// Names of the scripts, one per atomic operation.
+const (
+	Publish  = "publish"
+	Claim    = "claim"
+	Settle   = "settle"
+	Callback = "callback"
+	Inspect  = "inspect"
+	Control  = "control"
+	Replay   = "replay"
+)
+
+// All lists every script, so start-up can load each one before serving.
+var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay}
+
+// Source returns the full source of a script: the shared prelude followed by
+// the script's own body.
+func Source(name string) (string, error) {
+	lib, err := files.ReadFile("lib.lua")
+	if err != nil {
+		return "", fmt.Errorf("read lib.lua: %w", err)
+	}
+	body, err := files.ReadFile(name + ".lua")
+	if err != nil {
+		return "", fmt.Errorf("read script %q: %w", name, err)
+	}
+	return string(lib) + "\n" + string(body), nil
+}

@@ -1,0 +1,31 @@
+-- replay.lua — move dead jobs back to waiting: same id and history, attempts
+-- and defers reset, a fresh lifetime from now, pending again.
+--
+-- KEYS: the queue keys of lib.lua.
+-- ARGV[1..17]: queue parameters (lib.lua).
+-- ARGV[18]: "ids" or "all"; ARGV[19..]: job ids (ids), or ARGV[19] = the most
+--   to replay in this call (all; the caller repeats while more remain).
+-- Returns {replayed, remaining dead}.
+local now = now_ms()
+local ids
+if ARGV[ARG0 + 1] == 'all' then
+  ids = redis.call('ZRANGE', K_DEAD, 0, tonumber(ARGV[ARG0 + 2]) - 1)
+else
+  ids = {}
+  for i = ARG0 + 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+end
+local n = 0
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', K_DEAD, id) == 1 then
+    local m, payload = load(id)
+    if m then
+      redis.call('ZREM', K_PURGE, id)
+      m.a, m.d, m.dr, m.ca, m.o = 0, 0, nil, nil, nil
+      m.s = now
+      m.x = now + P.lifetime
+      to_waiting(id, m, payload, now)
+      n = n + 1
+    end
+  end
+end
+return { n, redis.call('ZCARD', K_DEAD) }

@@ -1,0 +1,57 @@
+-- settle.lua — record the outcomes of deliveries this daemon made, fenced by
+-- their lease tokens: an outcome whose token is no longer the job's (the lease
+-- expired and the job moved on, or a callback already settled it) is ignored,
+-- so a daemon that wakes from a pause cannot overwrite newer state.
+--
+-- KEYS: the queue keys of lib.lua.
+-- ARGV[1..17]: queue parameters (lib.lua).
+-- ARGV[18]: n outcomes; then per outcome 7 values:
+--   id, token, kind, webhook status code ("" if none), error text,
+--   retryAfter ms (defer only), reason (defer only).
+--   kind: "ok" standard-mode 2xx; "delivered" ack-mode 2xx (now awaiting ack);
+--         "fail" failure; "defer" 429/503/529 (always queue scope);
+--         "release" hand the job back untouched (graceful shutdown).
+-- Returns a flat array, per outcome: word, detail.
+--   COMPLETED | REOPENED (a probe's success reopened the queue) | AWAITING |
+--   RETRY <due ms> | DEAD <reason> | DEFERRED <release ms> | RELEASED |
+--   STALE (token no longer current: nothing written).
+local now = now_ms()
+local n = tonumber(ARGV[ARG0 + 1])
+local out = {}
+for i = 0, n - 1 do
+  local b = ARG0 + 2 + i * 7
+  local id, token, kind = ARGV[b], ARGV[b + 1], ARGV[b + 2]
+  local code = tonumber(ARGV[b + 3])
+  local err, retry_after, reason = ARGV[b + 4], tonumber(ARGV[b + 5]), ARGV[b + 6]
+  local m, payload = load(id)
+  local word, detail
+  if not m or m.t ~= token or (m.st ~= 'f' and m.st ~= 'w') then
+    word, detail = 'STALE', ''
+  elseif kind == 'ok' then
+    word, detail = on_success(id, m, payload, now, 'success', code)
+  elseif kind == 'delivered' then
+    -- The worker has the job; the ack decides. Lease: ackTimeout from now.
+    m.st = 'w'
+    m.sc = code
+    m.t = nil
+    save(id, m, payload)
+    redis.call('ZADD', K_INFLIGHT, now + P.ack_timeout, id)
+    redis.call('HINCRBY', K_STATE, 'n_awaiting', 1)
+    word, detail = 'AWAITING', tostring(now + P.ack_timeout)
+  elseif kind == 'fail' then
+    word, detail = on_failure(id, m, payload, now, 'failed', code, err, true, nil)
+  elseif kind == 'defer' then
+    word, detail = on_defer(id, m, payload, now, retry_after, 'queue', reason, code)
+  elseif kind == 'release' then
+    drop_probe(id)
+    local order = m.o or now
+    leave_inflight(id, m)
+    to_waiting(id, m, payload, order)
+    word, detail = 'RELEASED', ''
+  else
+    return redis.error_reply('settle: unknown outcome kind ' .. tostring(kind))
+  end
+  out[#out + 1] = word
+  out[#out + 1] = detail
+end
+return out

@@ -1,0 +1,5 @@
+package store_test
+
+import "os/exec"
+
+func execLookPath() (string, error) { return exec.LookPath("redis-server") }

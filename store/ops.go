@@ -1,0 +1,405 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/lua"
+)
+
+// NewID mints a job id for queue (see id.go for its shape).
+func (s *Store) NewID(queue string) string { return s.ids.New(queue) }
+
+// Publish stores jobs in one script call; per job it reports whether the job
+// is new or an idempotent repeat of a retained one.
+func (s *Store) Publish(ctx context.Context, q config.Queue, jobs []NewJob) ([]Published, error) {
+	args := s.params(q, 1+4*len(jobs))
+	args = append(args, len(jobs))
+	for _, j := range jobs {
+		args = append(args, s.NewID(q.Name), j.IdempotencyKey, ms(j.Delay), []byte(j.Payload))
+	}
+	res, err := s.run(ctx, lua.Publish, q, args)
+	if err != nil {
+		return nil, err
+	}
+	arr, _ := res.([]any)
+	if len(arr) != 4*len(jobs) {
+		return nil, fmt.Errorf("publish on queue %s: unexpected reply of %d values", q.Name, len(arr))
+	}
+	out := make([]Published, len(jobs))
+	for i := range jobs {
+		r := arr[4*i : 4*i+4]
+		out[i] = Published{
+			ID:        toStr(r[1]),
+			CreatedAt: fromMS(toInt(r[2])),
+			Status:    apiStatus(toStr(r[3])),
+			Duplicate: toStr(r[0]) == "DUP",
+		}
+	}
+	return out, nil
+}
+
+// ClaimWord says what a claim found.
+type ClaimWord string
+
+// Claim outcomes; see lua/claim.lua.
+const (
+	Claimed ClaimWord = "CLAIMED"
+	Empty   ClaimWord = "EMPTY"
+	Paused  ClaimWord = "PAUSED"
+	Held    ClaimWord = "HELD"
+	Probing ClaimWord = "PROBING"
+	Busy    ClaimWord = "BUSY"
+	Rate    ClaimWord = "RATE"
+)
+
+// ClaimedJob is one job handed to this daemon for delivery, under a lease.
+type ClaimedJob struct {
+	ID         string
+	Attempt    int
+	DeferCount int
+	CreatedAt  time.Time
+	// Token fences this delivery: outcomes settled with a stale token are ignored.
+	Token   string
+	Probe   bool
+	Payload []byte
+}
+
+// ClaimResult is what one claim call returned.
+type ClaimResult struct {
+	Word ClaimWord
+	// WakeIn is how long until the queue next needs a claim (Redis' clock);
+	// negative when only a wake-up message can change anything.
+	WakeIn time.Duration
+	Jobs   []ClaimedJob
+}
+
+// Claim takes up to max due jobs for delivery, enforcing hold, probe,
+// concurrency and rate limit fleet-wide.
+func (s *Store) Claim(ctx context.Context, q config.Queue, max int) (ClaimResult, error) {
+	args := append(s.params(q, 2), max, s.token())
+	res, err := s.run(ctx, lua.Claim, q, args)
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	arr, _ := res.([]any)
+	if len(arr) < 2 || (len(arr)-2)%7 != 0 {
+		return ClaimResult{}, fmt.Errorf("claim on queue %s: unexpected reply of %d values", q.Name, len(arr))
+	}
+	out := ClaimResult{Word: ClaimWord(toStr(arr[0])), WakeIn: -1}
+	if w := toInt(arr[1]); w >= 0 {
+		out.WakeIn = time.Duration(w) * time.Millisecond
+	}
+	for i := 2; i < len(arr); i += 7 {
+		out.Jobs = append(out.Jobs, ClaimedJob{
+			ID:         toStr(arr[i]),
+			Attempt:    int(toInt(arr[i+1])),
+			DeferCount: int(toInt(arr[i+2])),
+			CreatedAt:  fromMS(toInt(arr[i+3])),
+			Token:      toStr(arr[i+4]),
+			Probe:      toStr(arr[i+5]) == "1",
+			Payload:    []byte(toStr(arr[i+6])),
+		})
+	}
+	return out, nil
+}
+
+// OutcomeKind is how a delivery ended, as the dispatcher classified it.
+type OutcomeKind string
+
+// Outcome kinds; see lua/settle.lua.
+const (
+	OutcomeOK        OutcomeKind = "ok"
+	OutcomeDelivered OutcomeKind = "delivered"
+	OutcomeFail      OutcomeKind = "fail"
+	OutcomeDefer     OutcomeKind = "defer"
+	OutcomeRelease   OutcomeKind = "release"
+)
+
+// Outcome is the result of one delivery, to be recorded under its lease token.
+type Outcome struct {
+	ID         string
+	Token      string
+	Kind       OutcomeKind
+	StatusCode int // 0: no HTTP response
+	Error      string
+	RetryAfter time.Duration
+	Reason     string
+}
+
+// Settled is what recording one outcome did.
+type Settled struct {
+	// Word is COMPLETED, REOPENED, AWAITING, RETRY, DEAD, DEFERRED, RELEASED or STALE.
+	Word string
+	// Detail is the dead reason for DEAD, a time in ms for RETRY/DEFERRED/AWAITING.
+	Detail string
+}
+
+// Settle records outcomes of this daemon's deliveries in one script call.
+func (s *Store) Settle(ctx context.Context, q config.Queue, outcomes []Outcome) ([]Settled, error) {
+	args := s.params(q, 1+7*len(outcomes))
+	args = append(args, len(outcomes))
+	for _, o := range outcomes {
+		code := ""
+		if o.StatusCode > 0 {
+			code = strconv.Itoa(o.StatusCode)
+		}
+		args = append(args, o.ID, o.Token, string(o.Kind), code, o.Error, ms(o.RetryAfter), o.Reason)
+	}
+	res, err := s.run(ctx, lua.Settle, q, args)
+	if err != nil {
+		return nil, err
+	}
+	arr, _ := res.([]any)
+	if len(arr) != 2*len(outcomes) {
+		return nil, fmt.Errorf("settle on queue %s: unexpected reply of %d values", q.Name, len(arr))
+	}
+	out := make([]Settled, len(outcomes))
+	for i := range outcomes {
+		out[i] = Settled{Word: toStr(arr[2*i]), Detail: toStr(arr[2*i+1])}
+	}
+	return out, nil
+}
+
+// Callback applies an ack-mode worker's ack, nack or defer. It returns the
+// settle word of what happened (COMPLETED, REOPENED, RETRY, DEAD, DEFERRED,
+// ACKED for a repeated ack) or ErrNotFound, ErrConflict, ErrStaleAttempt.
+func (s *Store) Callback(ctx context.Context, q config.Queue, cb Callback) (Settled, error) {
+	attempt := ""
+	if cb.Attempt > 0 {
+		attempt = strconv.Itoa(cb.Attempt)
+	}
+	retryable := "0"
+	if cb.Retryable {
+		retryable = "1"
+	}
+	scope := cb.Scope
+	if scope == "" {
+		scope = ScopeQueue
+	}
+	args := append(s.params(q, 7), cb.JobID, string(cb.Kind), attempt, retryable,
+		ms(cb.RetryAfter), string(scope), cb.Reason)
+	res, err := s.run(ctx, lua.Callback, q, args)
+	if err != nil {
+		return Settled{}, err
+	}
+	arr, _ := res.([]any)
+	if len(arr) != 2 {
+		return Settled{}, fmt.Errorf("callback on queue %s: unexpected reply", q.Name)
+	}
+	r := Settled{Word: toStr(arr[0]), Detail: toStr(arr[1])}
+	switch r.Word {
+	case "NOTFOUND":
+		return r, ErrNotFound
+	case "CONFLICT":
+		return r, fmt.Errorf("%w: job is %s", ErrConflict, apiStatus(r.Detail))
+	case "STALE":
+		return r, fmt.Errorf("%w: current attempt is %s", ErrStaleAttempt, r.Detail)
+	}
+	return r, nil
+}
+
+// QueueStatus reads a queue's counts and hold state, judged on Redis' clock.
+func (s *Store) QueueStatus(ctx context.Context, q config.Queue) (QueueStatus, error) {
+	res, err := s.run(ctx, lua.Inspect, q, s.params(q, 0))
+	if err != nil {
+		return QueueStatus{}, err
+	}
+	a, _ := res.([]any)
+	if len(a) != 12 {
+		return QueueStatus{}, fmt.Errorf("inspect on queue %s: unexpected reply", q.Name)
+	}
+	now := toInt(a[0])
+	waiting, pending, inflight, awaiting := toInt(a[7]), toInt(a[8]), toInt(a[9]), toInt(a[10])
+	st := QueueStatus{Name: q.Name, Counts: Counts{
+		Pending:     pending,
+		Processing:  waiting - pending + inflight - awaiting,
+		AwaitingAck: awaiting,
+		Dead:        toInt(a[11]),
+	}}
+	st.Hold.State = HoldOpen
+	if reason := toStr(a[6]); reason != "" && toStr(a[3]) == "1" {
+		st.Hold.Reason = &reason
+	}
+	if toStr(a[3]) == "1" {
+		until := toInt(a[4])
+		if now < until {
+			st.Hold.State = HoldHeld
+		} else {
+			st.Hold.State = HoldProbing
+		}
+		t := fromMS(until)
+		st.Hold.Until = &t
+		if p := toStr(a[5]); p != "" {
+			st.Hold.ProbeJobID = &p
+		}
+	}
+	if toStr(a[1]) == "1" {
+		st.Hold.State = HoldPaused
+		if r := toStr(a[2]); r != "" {
+			st.Hold.Reason = &r
+		} else {
+			st.Hold.Reason = nil
+		}
+	}
+	return st, nil
+}
+
+// Pause stops all deliveries of a queue until Resume.
+func (s *Store) Pause(ctx context.Context, q config.Queue, reason string) error {
+	_, err := s.run(ctx, lua.Control, q, append(s.params(q, 2), "pause", reason))
+	return err
+}
+
+// Resume ends a pause, and ends a backpressure hold early (the queue probes).
+func (s *Store) Resume(ctx context.Context, q config.Queue) error {
+	_, err := s.run(ctx, lua.Control, q, append(s.params(q, 2), "resume", ""))
+	return err
+}
+
+// Replay moves the given dead jobs back to waiting; it returns how many moved.
+func (s *Store) Replay(ctx context.Context, q config.Queue, ids []string) (int, error) {
+	args := append(s.params(q, 1+len(ids)), "ids")
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	res, err := s.run(ctx, lua.Replay, q, args)
+	if err != nil {
+		return 0, err
+	}
+	a, _ := res.([]any)
+	return int(toInt(a[0])), nil
+}
+
+// ReplayAll moves every dead job of a queue back to waiting, in bounded batches.
+func (s *Store) ReplayAll(ctx context.Context, q config.Queue) (int, error) {
+	total := 0
+	for {
+		res, err := s.run(ctx, lua.Replay, q, append(s.params(q, 2), "all", 500))
+		if err != nil {
+			return total, err
+		}
+		a, _ := res.([]any)
+		n, left := int(toInt(a[0])), toInt(a[1])
+		total += n
+		if n == 0 || left == 0 {
+			return total, nil
+		}
+	}
+}
+
+// meta mirrors the job meta JSON of lib.lua.
+type meta struct {
+	C  float64 `json:"c"`
+	S  float64 `json:"s"`
+	X  float64 `json:"x"`
+	St string  `json:"st"`
+	A  int     `json:"a"`
+	D  int     `json:"d"`
+	K  *string `json:"k"`
+	E  *string `json:"e"`
+	Dr *string `json:"dr"`
+	Ca float64 `json:"ca"`
+}
+
+type histEntry struct {
+	Attempt    float64  `json:"attempt"`
+	Status     string   `json:"status"`
+	Error      *string  `json:"error"`
+	Code       *float64 `json:"code"`
+	TS         float64  `json:"ts"`
+	Probe      bool     `json:"probe"`
+	RetryAfter *float64 `json:"retryAfter"`
+	Scope      string   `json:"scope"`
+	Reason     *string  `json:"reason"`
+}
+
+func apiStatus(st string) Status {
+	switch st {
+	case "p":
+		return StatusPending
+	case "r", "f":
+		return StatusProcessing
+	case "w":
+		return StatusAwaitingAck
+	case "c":
+		return StatusCompleted
+	case "d":
+		return StatusDead
+	}
+	return Status(st)
+}
+
+// GetJob reads a job and its history (a plain read: two hash fields).
+func (s *Store) GetJob(ctx context.Context, q config.Queue, id string) (*Job, error) {
+	keys := s.Keys(q.Name)
+	pipe := s.rdb.Pipeline()
+	recCmd := pipe.HGet(ctx, keys[2], id)
+	histCmd := pipe.HGet(ctx, keys[3], id)
+	_, _ = pipe.Exec(ctx)
+	rec, err := recCmd.Bytes()
+	if err != nil {
+		if isNil(err) {
+			return nil, ErrNotFound
+		}
+		return nil, wrap(fmt.Errorf("get job %s: %w", id, err))
+	}
+	hist, herr := histCmd.Bytes()
+	if herr != nil && !isNil(herr) {
+		return nil, wrap(fmt.Errorf("get history of %s: %w", id, herr))
+	}
+	return decodeJob(q, id, rec, hist)
+}
+
+func decodeJob(q config.Queue, id string, rec, hist []byte) (*Job, error) {
+	i := indexByte(rec, '\n')
+	if i < 0 {
+		return nil, fmt.Errorf("job %s: corrupt record", id)
+	}
+	var m meta
+	if err := json.Unmarshal(rec[:i], &m); err != nil {
+		return nil, fmt.Errorf("job %s: decode meta: %w", id, err)
+	}
+	j := &Job{
+		ID: id, Queue: q.Name, Status: apiStatus(m.St), Attempts: m.A, MaxAttempts: q.MaxAttempts,
+		DeferCount: m.D, IdempotencyKey: m.K, Payload: rec[i+1:],
+		ScheduledFor: fromMS(int64(m.S)), ExpiresAt: fromMS(int64(m.X)),
+		LastError: m.E, DeadReason: m.Dr, CreatedAt: fromMS(int64(m.C)), History: []Attempt{},
+	}
+	if m.Ca > 0 {
+		t := fromMS(int64(m.Ca))
+		j.CompletedAt = &t
+	}
+	if len(hist) > 0 {
+		var entries []histEntry
+		buf := make([]byte, 0, len(hist)+2)
+		buf = append(append(append(buf, '['), hist...), ']')
+		if err := json.Unmarshal(buf, &entries); err != nil {
+			return nil, fmt.Errorf("job %s: decode history: %w", id, err)
+		}
+		for _, e := range entries {
+			a := Attempt{Attempt: int(e.Attempt), Status: e.Status, Error: e.Error,
+				Timestamp: fromMS(int64(e.TS)), Probe: e.Probe, RetryAfter: e.RetryAfter,
+				Scope: e.Scope, Reason: e.Reason}
+			if e.Code != nil {
+				c := int(*e.Code)
+				a.WebhookStatusCode = &c
+			}
+			j.History = append(j.History, a)
+		}
+	}
+	return j, nil
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,174 @@
+package store
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/lua"
+)
+
+// Options tune a Store.
+type Options struct {
+	// Prefix starts every key.
+	Prefix string
+	// LeaseMargin is added to a queue's webhook timeout to form a delivery's lease.
+	LeaseMargin time.Duration
+	// MaintenanceBatch bounds how many expired leases, lifetimes and purges one
+	// claim handles, so no script call grows with the backlog.
+	MaintenanceBatch int
+}
+
+// Store runs simpleqd's scripts against one Redis or Redis Cluster.
+type Store struct {
+	rdb     redis.UniversalClient
+	opts    Options
+	scripts map[string]*redis.Script
+	ids     IDGen
+	node    string
+	seq     atomic.Uint64
+}
+
+// New prepares a Store; call Load before use so pipelined calls never meet NOSCRIPT.
+func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = "simpleq"
+	}
+	if opts.MaintenanceBatch <= 0 {
+		opts.MaintenanceBatch = 100
+	}
+	s := &Store{rdb: rdb, opts: opts, scripts: make(map[string]*redis.Script, len(lua.All))}
+	for _, name := range lua.All {
+		src, err := lua.Source(name)
+		if err != nil {
+			return nil, err
+		}
+		s.scripts[name] = redis.NewScript(src)
+	}
+	var b [6]byte
+	_, _ = cryptoRead(b[:])
+	s.node = hex.EncodeToString(b[:])
+	return s, nil
+}
+
+var cryptoRead = crand.Read
+
+// Load loads every script into Redis (on every master of a cluster).
+func (s *Store) Load(ctx context.Context) error {
+	for name, sc := range s.scripts {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return wrap(fmt.Errorf("load script %s: %w", name, err))
+		}
+	}
+	return nil
+}
+
+// Ping reports whether Redis answers and the scripts are loaded.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return wrap(fmt.Errorf("ping: %w", err))
+	}
+	hashes := make([]string, 0, len(s.scripts))
+	for _, sc := range s.scripts {
+		hashes = append(hashes, sc.Hash())
+	}
+	ok, err := s.rdb.ScriptExists(ctx, hashes...).Result()
+	if err != nil {
+		return wrap(fmt.Errorf("script exists: %w", err))
+	}
+	for _, v := range ok {
+		if !v {
+			return fmt.Errorf("%w: scripts not loaded", ErrUnavailable)
+		}
+	}
+	return nil
+}
+
+// Client exposes the Redis client to the wake-up notifier (pub/sub only).
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// Keys returns the keys of one queue in the order lib.lua declares them. All
+// carry the hash tag {queue}, so they live in one cluster slot.
+func (s *Store) Keys(queue string) []string {
+	base := s.opts.Prefix + ":{" + queue + "}:"
+	return []string{
+		base + "waiting", base + "inflight", base + "jobs", base + "hist", base + "state",
+		base + "lifetimes", base + "dead", base + "purge", base + "idem", base + "starts",
+	}
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// params builds ARGV[1..17] of lib.lua for a queue.
+func (s *Store) params(q config.Queue, extra int) []any {
+	jitter := "0"
+	if q.Backoff.Jitter {
+		jitter = "1"
+	}
+	a := make([]any, 0, 17+extra)
+	return append(a,
+		q.Mode, q.Concurrency, q.RateLimitMax, ms(q.RateLimitWindow),
+		q.MaxAttempts, q.MaxDefers, ms(q.Timeout+s.opts.LeaseMargin), ms(q.AckTimeout),
+		q.AckTimeoutAction, q.Backoff.Type, ms(q.Backoff.Base), ms(q.Backoff.Max), jitter,
+		ms(q.JobLifetime), ms(q.Retention), strconv.FormatFloat(rand.Float64(), 'f', 8, 64),
+		s.opts.MaintenanceBatch,
+	)
+}
+
+func (s *Store) run(ctx context.Context, name string, q config.Queue, args []any) (any, error) {
+	res, err := s.scripts[name].Run(ctx, s.rdb, s.Keys(q.Name), args...).Result()
+	if err != nil {
+		return nil, wrap(fmt.Errorf("script %s on queue %s: %w", name, q.Name, err))
+	}
+	return res, nil
+}
+
+// wrap marks connection-level failures with ErrUnavailable; errors Redis itself
+// returned (a script error) stay plain, since retrying them cannot help.
+func wrap(err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !errors.Is(err, redis.ErrClosed) {
+		msg := rerr.Error()
+		if len(msg) >= 7 && (msg[:7] == "LOADING" || msg[:7] == "CLUSTER") || len(msg) >= 8 && msg[:8] == "TRYAGAIN" || len(msg) >= 8 && msg[:8] == "READONLY" || len(msg) >= 7 && msg[:7] == "MASTERD" {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+func (s *Store) token() string {
+	return s.node + "." + strconv.FormatUint(s.seq.Add(1), 36)
+}
+
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func toStr(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return ""
+}
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }

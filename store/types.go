@@ -1,0 +1,147 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Status is a job's status as the API reports it.
+type Status string
+
+// The job statuses of semantics.md §1.
+const (
+	StatusPending     Status = "pending"
+	StatusProcessing  Status = "processing"
+	StatusAwaitingAck Status = "awaiting_ack"
+	StatusCompleted   Status = "completed"
+	StatusDead        Status = "dead"
+)
+
+// Errors the store returns for conditions the API maps to status codes.
+var (
+	// ErrNotFound: no such job (never existed, or purged after retention).
+	ErrNotFound = errors.New("job not found")
+	// ErrConflict: the job is not in a state that accepts this operation.
+	ErrConflict = errors.New("job state conflict")
+	// ErrStaleAttempt: a callback named an attempt that is no longer current.
+	ErrStaleAttempt = errors.New("stale attempt")
+	// ErrUnavailable wraps every failure to reach Redis, so the API can answer 503.
+	ErrUnavailable = errors.New("redis unavailable")
+)
+
+// NewJob is one job to publish.
+type NewJob struct {
+	// Payload is the publisher's raw JSON object, stored and delivered byte for byte.
+	Payload json.RawMessage
+	// IdempotencyKey, when not empty, makes a repeat publish return the first job.
+	IdempotencyKey string
+	// Delay postpones the first delivery.
+	Delay time.Duration
+}
+
+// Published is the result of publishing one job.
+type Published struct {
+	ID        string
+	Status    Status
+	CreatedAt time.Time
+	// Duplicate is true when the idempotency key was already known: the
+	// returned job is the existing one and nothing new was stored.
+	Duplicate bool
+}
+
+// Attempt is one entry of a job's history.
+type Attempt struct {
+	Attempt           int
+	Status            string // success, failed, nacked, deferred, acked
+	Error             *string
+	WebhookStatusCode *int
+	Timestamp         time.Time
+	Probe             bool
+	RetryAfter        *float64 // seconds, defers only
+	Scope             string   // defers only
+	Reason            *string  // defers only
+}
+
+// Job is the full view of a job, as GET /v1/jobs/{id} reports it.
+type Job struct {
+	ID             string
+	Queue          string
+	Status         Status
+	Attempts       int
+	MaxAttempts    int
+	DeferCount     int
+	IdempotencyKey *string
+	Payload        json.RawMessage
+	ScheduledFor   time.Time
+	ExpiresAt      time.Time
+	LastError      *string
+	DeadReason     *string
+	History        []Attempt
+	CreatedAt      time.Time
+	CompletedAt    *time.Time
+}
+
+// CallbackKind is what an ack-mode worker reports.
+type CallbackKind string
+
+// The three ack-mode callbacks.
+const (
+	CallbackAck   CallbackKind = "ack"
+	CallbackNack  CallbackKind = "nack"
+	CallbackDefer CallbackKind = "defer"
+)
+
+// Scope of a defer: the whole queue (default) or only the reporting job.
+type Scope string
+
+// Defer scopes.
+const (
+	ScopeQueue Scope = "queue"
+	ScopeJob   Scope = "job"
+)
+
+// Callback is an ack/nack/defer reported over the API.
+type Callback struct {
+	JobID      string
+	Kind       CallbackKind
+	Attempt    int // 0: not given
+	Retryable  bool
+	RetryAfter time.Duration
+	Scope      Scope
+	Reason     string
+}
+
+// HoldState is the queue's delivery state as the API reports it.
+type HoldState string
+
+// Hold states of api.md.
+const (
+	HoldOpen    HoldState = "open"
+	HoldHeld    HoldState = "held"
+	HoldProbing HoldState = "probing"
+	HoldPaused  HoldState = "paused"
+)
+
+// Hold describes why a queue is or is not delivering.
+type Hold struct {
+	State      HoldState
+	Until      *time.Time
+	ProbeJobID *string
+	Reason     *string
+}
+
+// Counts are a queue's jobs by status, read from Redis.
+type Counts struct {
+	Pending     int64
+	Processing  int64
+	AwaitingAck int64
+	Dead        int64
+}
+
+// QueueStatus is the live state of one queue.
+type QueueStatus struct {
+	Name   string
+	Counts Counts
+	Hold   Hold
+}
