@@ -1,0 +1,294 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/store"
+)
+
+// registerJobRoutes: publishing and reading jobs.
+func (s *Server) registerJobRoutes() {
+	s.mux.HandleFunc("POST /v1/queues/{queue}/jobs", s.handlePublish)
+	s.mux.HandleFunc("POST /v1/queues/{queue}/jobs/batch", s.handlePublishBatch)
+	s.mux.HandleFunc("GET /v1/jobs/{id}", s.handleGetJob)
+}
+
+// publishedJSON answers a publish: the job's id, status and creation time.
+type publishedJSON struct {
+	ID        string `json:"id"`
+	Status    string `json:"status"`
+	CreatedAt string `json:"createdAt"`
+}
+
+// batchItemJSON is one entry of the batch publish answer; Duplicate tells an
+// idempotent repeat from a new job, as the single endpoint's 200/201 does.
+type batchItemJSON struct {
+	ID        string `json:"id"`
+	Status    string `json:"status"`
+	CreatedAt string `json:"createdAt"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// handlePublish is POST /v1/queues/{queue}/jobs: 201 for a new job, 200 with
+// the existing job for an idempotent repeat.
+func (s *Server) handlePublish(w http.ResponseWriter, r *http.Request) {
+	name, q, ok := s.lookupQueue(w, r)
+	if !ok {
+		return
+	}
+	fields, ok := s.readObject(w, r, false)
+	if !ok {
+		return
+	}
+	v := newValidator()
+	job := v.newJob(fields)
+	if v.failed() {
+		writeValidation(w, v.errs)
+		return
+	}
+	res, err := s.backend.Publish(r.Context(), q, []store.NewJob{job})
+	if err != nil {
+		s.backendError(w, r, err)
+		return
+	}
+	if len(res) != 1 {
+		s.internalError(w, r, fmt.Errorf("backend published %d jobs for 1", len(res)))
+		return
+	}
+	p := res[0]
+	status := http.StatusOK
+	if !p.Duplicate {
+		status = http.StatusCreated
+		s.wake(name)
+	}
+	s.respond(w, r, status, publishedJSON{ID: p.ID, Status: string(p.Status), CreatedAt: formatTime(p.CreatedAt)})
+}
+
+// handlePublishBatch is POST /v1/queues/{queue}/jobs/batch (simpleqd): up to
+// maxBatchJobs jobs validated as the single endpoint does, all-or-nothing on
+// validation, stored with one Backend call.
+func (s *Server) handlePublishBatch(w http.ResponseWriter, r *http.Request) {
+	name, q, ok := s.lookupQueue(w, r)
+	if !ok {
+		return
+	}
+	fields, ok := s.readObject(w, r, false)
+	if !ok {
+		return
+	}
+	v := newValidator()
+	v.onlyFields(fields, "jobs")
+	var jobs []store.NewJob
+	raw, present := fields["jobs"]
+	switch {
+	case !present:
+		v.fieldError("jobs", "Required")
+	case kindOf(raw) != kindArray:
+		v.fieldError("jobs", typeMessage(kindArray, raw))
+	default:
+		var items []json.RawMessage // each element's exact bytes
+		if err := json.Unmarshal(raw, &items); err != nil {
+			v.fieldError("jobs", typeMessage(kindArray, raw))
+			break
+		}
+		switch {
+		case len(items) < 1:
+			v.fieldError("jobs", "Array must contain at least 1 element(s)")
+		case len(items) > maxBatchJobs:
+			v.fieldError("jobs", fmt.Sprintf("Array must contain at most %d element(s)", maxBatchJobs))
+		default:
+			jobs = make([]store.NewJob, len(items))
+			for i, item := range items {
+				at := "jobs." + strconv.Itoa(i)
+				if kindOf(item) != kindObject {
+					v.fieldError(at, typeMessage(kindObject, item))
+					continue
+				}
+				itemFields, dups, err := parseObject(item)
+				if err != nil {
+					v.fieldError(at, typeMessage(kindObject, item))
+					continue
+				}
+				iv := v.nested(at)
+				for _, k := range dups {
+					iv.fieldError(k, "Duplicate field")
+				}
+				jobs[i] = iv.newJob(itemFields)
+			}
+		}
+	}
+	if v.failed() {
+		writeValidation(w, v.errs)
+		return
+	}
+	res, err := s.backend.Publish(r.Context(), q, jobs)
+	if err != nil {
+		s.backendError(w, r, err)
+		return
+	}
+	if len(res) != len(jobs) {
+		s.internalError(w, r, fmt.Errorf("backend published %d jobs for %d", len(res), len(jobs)))
+		return
+	}
+	out := make([]batchItemJSON, len(res))
+	anyNew := false
+	for i, p := range res {
+		anyNew = anyNew || !p.Duplicate
+		out[i] = batchItemJSON{ID: p.ID, Status: string(p.Status), CreatedAt: formatTime(p.CreatedAt), Duplicate: p.Duplicate}
+	}
+	if anyNew {
+		s.wake(name)
+	}
+	s.respond(w, r, http.StatusOK, struct {
+		Jobs []batchItemJSON `json:"jobs"`
+	}{out})
+}
+
+// newJob validates one job's members (payload, idempotencyKey, delay). The
+// payload is kept as the exact bytes sent.
+func (v *validator) newJob(fields map[string]json.RawMessage) store.NewJob {
+	v.onlyFields(fields, "payload", "idempotencyKey", "delay")
+	var job store.NewJob
+	raw, present := fields["payload"]
+	switch {
+	case !present:
+		v.fieldError("payload", "Required")
+	case kindOf(raw) != kindObject:
+		v.fieldError("payload", typeMessage(kindObject, raw))
+	default:
+		job.Payload = raw
+	}
+	if key, ok := v.optionalString(fields, "idempotencyKey", 1, maxIdempotencyKeyLen); ok {
+		job.IdempotencyKey = key
+	}
+	if d, ok := v.number(fields, "delay", false, 0, maxDelaySeconds); ok {
+		job.Delay = seconds(d)
+	}
+	return job
+}
+
+// handleGetJob is GET /v1/jobs/{id}.
+func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
+	id, q, ok := s.lookupJobQueue(w, r)
+	if !ok {
+		return
+	}
+	job, err := s.backend.GetJob(r.Context(), q, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusNotFound, msgJobNotFound)
+			return
+		}
+		s.backendError(w, r, err)
+		return
+	}
+	if job == nil {
+		writeError(w, http.StatusNotFound, msgJobNotFound)
+		return
+	}
+	s.respond(w, r, http.StatusOK, jobView(job))
+}
+
+// lookupJobQueue resolves the {id} path value to the configured queue the id
+// was minted for. A malformed id, or one naming a queue that is not
+// configured, is "Job not found": no such job can be reached here. On
+// failure the 404 has been written.
+func (s *Server) lookupJobQueue(w http.ResponseWriter, r *http.Request) (string, config.Queue, bool) {
+	id := r.PathValue("id")
+	name, ok := QueueOfJob(id)
+	if !ok {
+		writeError(w, http.StatusNotFound, msgJobNotFound)
+		return "", config.Queue{}, false
+	}
+	q, ok := s.queue(name)
+	if !ok {
+		writeError(w, http.StatusNotFound, msgJobNotFound)
+		return "", config.Queue{}, false
+	}
+	return id, q, true
+}
+
+// wake tells the dispatchers about new work on queue.
+func (s *Server) wake(queue string) {
+	if s.waker != nil {
+		s.waker.Wake(queue)
+	}
+}
+
+// jobJSON is the contract's Job, field order as in api.md.
+type jobJSON struct {
+	ID             string          `json:"id"`
+	Queue          string          `json:"queue"`
+	Status         string          `json:"status"`
+	Attempts       int             `json:"attempts"`
+	MaxAttempts    int             `json:"maxAttempts"`
+	DeferCount     int             `json:"deferCount"`
+	IdempotencyKey *string         `json:"idempotencyKey"`
+	Payload        json.RawMessage `json:"payload"`
+	ScheduledFor   string          `json:"scheduledFor"`
+	ExpiresAt      string          `json:"expiresAt"`
+	LastError      *string         `json:"lastError"`
+	DeadReason     *string         `json:"deadReason"`
+	History        []attemptJSON   `json:"history"`
+	CreatedAt      string          `json:"createdAt"`
+	CompletedAt    *string         `json:"completedAt"`
+}
+
+// attemptJSON is one history entry; probe, retryAfter, scope and reason are
+// simpleqd additions emitted only when set.
+type attemptJSON struct {
+	Attempt           int      `json:"attempt"`
+	Status            string   `json:"status"`
+	Error             *string  `json:"error"`
+	WebhookStatusCode *int     `json:"webhookStatusCode"`
+	Timestamp         string   `json:"timestamp"`
+	Probe             bool     `json:"probe,omitempty"`
+	RetryAfter        *float64 `json:"retryAfter,omitempty"`
+	Scope             string   `json:"scope,omitempty"`
+	Reason            *string  `json:"reason,omitempty"`
+}
+
+// jobView renders a store job in the wire shape. The payload is emitted as
+// stored (encoding/json compacts it; HTML escaping is off in writeJSON).
+func jobView(j *store.Job) jobJSON {
+	history := make([]attemptJSON, len(j.History))
+	for i, a := range j.History {
+		history[i] = attemptJSON{
+			Attempt:           a.Attempt,
+			Status:            a.Status,
+			Error:             a.Error,
+			WebhookStatusCode: a.WebhookStatusCode,
+			Timestamp:         formatTime(a.Timestamp),
+			Probe:             a.Probe,
+			RetryAfter:        a.RetryAfter,
+			Scope:             a.Scope,
+			Reason:            a.Reason,
+		}
+	}
+	payload := j.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage("null")
+	}
+	return jobJSON{
+		ID:             j.ID,
+		Queue:          j.Queue,
+		Status:         string(j.Status),
+		Attempts:       j.Attempts,
+		MaxAttempts:    j.MaxAttempts,
+		DeferCount:     j.DeferCount,
+		IdempotencyKey: j.IdempotencyKey,
+		Payload:        payload,
+		ScheduledFor:   formatTime(j.ScheduledFor),
+		ExpiresAt:      formatTime(j.ExpiresAt),
+		LastError:      j.LastError,
+		DeadReason:     j.DeadReason,
+		History:        history,
+		CreatedAt:      formatTime(j.CreatedAt),
+		CompletedAt:    formatTimePtr(j.CompletedAt),
+	}
+}

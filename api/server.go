@@ -1,0 +1,219 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// DefaultMaxPayloadBytes is the request body limit used when
+// Options.MaxPayloadBytes is not set; it matches the config default (1 MiB)
+// so a zero Options still refuses unbounded bodies.
+const DefaultMaxPayloadBytes int64 = 1 << 20
+
+// Options configures a Server. Everything a live config reload may change is
+// taken as a function so the next request sees the new value without
+// rebuilding the Server.
+type Options struct {
+	// Backend stores and reads jobs and queue state (Redis in the daemon).
+	Backend Backend
+	// Waker is told the queue name after a publish stored at least one new
+	// job, so dispatchers start without polling. Nil means nobody to wake.
+	Waker Waker
+	// Queues returns the currently configured queues by name. Nil means none.
+	Queues Queues
+	// APIKeys returns the currently accepted Bearer keys. Nil, or no non-empty
+	// key, disables authentication (config only allows that on loopback).
+	APIKeys func() []string
+	// MaxPayloadBytes bounds every request body (413 above it); <= 0 means
+	// DefaultMaxPayloadBytes.
+	MaxPayloadBytes int64
+	// Logger receives debug request logs and error reports. Nil means no logs.
+	Logger *zap.Logger
+}
+
+// Server serves the simpleqd HTTP API. It holds no request state; build it
+// once with New and mount Handler on the listener.
+type Server struct {
+	backend  Backend
+	waker    Waker
+	queues   Queues
+	apiKeys  func() []string
+	maxBytes int64
+	log      *zap.Logger
+
+	mux     *http.ServeMux
+	handler http.Handler
+}
+
+// New builds a Server from opts and registers every route.
+func New(opts Options) *Server {
+	s := &Server{
+		backend:  opts.Backend,
+		waker:    opts.Waker,
+		queues:   opts.Queues,
+		apiKeys:  opts.APIKeys,
+		maxBytes: opts.MaxPayloadBytes,
+		log:      opts.Logger,
+		mux:      http.NewServeMux(),
+	}
+	if s.maxBytes <= 0 {
+		s.maxBytes = DefaultMaxPayloadBytes
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	s.routes()
+	// Outermost first: log everything (including 401s), turn panics into a
+	// JSON 500, authenticate, then route with JSON 404/405 for unknown paths.
+	s.handler = s.logRequests(s.recoverPanics(s.requireAuth(s.jsonFallback(s.mux))))
+	return s
+}
+
+// Handler returns the http.Handler serving the whole API, ready to mount on a
+// listener (or to wrap, e.g. to add /metrics, which needs no key).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// routes registers every resource's routes. New resources (dead letters,
+// pause/resume) add their own register method here.
+func (s *Server) routes() {
+	s.registerHealthRoutes()
+	s.registerJobRoutes()
+	s.registerCallbackRoutes()
+	s.registerQueueRoutes()
+}
+
+// jsonFallback answers unknown paths and wrong methods with the contract's
+// JSON error body instead of ServeMux's plain text, keeping the Allow header.
+func (s *Server) jsonFallback(next *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := next.Handler(r)
+		if pattern != "" {
+			next.ServeHTTP(w, r) // ServeHTTP (not h) so path values are set
+			return
+		}
+		// No pattern: h is ServeMux's 404 or 405 handler. Run it against a
+		// scratch writer to learn which, then answer in JSON.
+		probe := &headerProbe{header: make(http.Header), status: http.StatusOK}
+		h.ServeHTTP(probe, r)
+		if allow := probe.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		switch probe.status {
+		case http.StatusMethodNotAllowed:
+			writeError(w, http.StatusMethodNotAllowed, "Method not allowed")
+		default:
+			writeError(w, http.StatusNotFound, "Not found")
+		}
+	})
+}
+
+// headerProbe records the status and headers a handler sets, discarding the body.
+type headerProbe struct {
+	header http.Header
+	status int
+	wrote  bool
+}
+
+func (p *headerProbe) Header() http.Header { return p.header }
+func (p *headerProbe) Write(b []byte) (int, error) {
+	p.wrote = true
+	return len(b), nil
+}
+func (p *headerProbe) WriteHeader(code int) {
+	if !p.wrote {
+		p.status = code
+		p.wrote = true
+	}
+}
+
+// statusRecorder remembers the status code for the request log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (rec *statusRecorder) WriteHeader(code int) {
+	if rec.status == 0 {
+		rec.status = code
+	}
+	rec.ResponseWriter.WriteHeader(code)
+}
+
+func (rec *statusRecorder) Write(b []byte) (int, error) {
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	n, err := rec.ResponseWriter.Write(b)
+	rec.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (rec *statusRecorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
+
+// logRequests logs one debug line per request: method, path, status, size and
+// duration. It deliberately logs neither bodies (payloads) nor headers (keys).
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ce := s.log.Check(zap.DebugLevel, "http request"); ce == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		s.log.Debug("http request",
+			zap.String("method", r.Method),
+			zap.String("path", r.URL.Path),
+			zap.Int("status", status),
+			zap.Int64("bytes", rec.bytes),
+			zap.Duration("duration", time.Since(start)),
+		)
+	})
+}
+
+// recoverPanics turns a handler panic into a logged JSON 500 instead of a
+// dropped connection. http.ErrAbortHandler keeps its meaning.
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("panic in HTTP handler",
+				zap.String("method", r.Method),
+				zap.String("path", r.URL.Path),
+				zap.Any("panic", v),
+				zap.Stack("stack"),
+			)
+			writeError(w, http.StatusInternalServerError, msgInternal)
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// formatTime renders t the one way the wire uses: ISO-8601 UTC with
+// milliseconds, e.g. 2026-01-01T00:00:00.000Z.
+func formatTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// formatTimePtr is formatTime for nullable times (nil → JSON null).
+func formatTimePtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := formatTime(*t)
+	return &s
+}

@@ -1,0 +1,1047 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+	"go.uber.org/zap/zapcore"
+	"go.yaml.in/yaml/v3"
+)
+
+// EnvPrefix starts the name of every environment variable that overrides a
+// setting: SIMPLEQ_REDIS_ADDR overrides redis.addr. It is exported so the
+// command line help and docs can quote it rather than repeat it.
+const EnvPrefix = "SIMPLEQ"
+
+// redactedValue replaces secrets in [Config.Redacted]; it is a fixed marker
+// rather than a hash so nothing about the secret leaks.
+const redactedValue = "[redacted]"
+
+// keyDelim separates nested keys inside viper. It is not "." because queue
+// names may contain dots.
+const keyDelim = "::"
+
+// queueNamePattern is the set of queue names the API and Redis keys accept.
+var queueNamePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+
+// Default returns the built-in configuration, the one a daemon runs with when
+// it is given no file and no environment overrides: an embedded in-memory
+// store, a loopback listener without API keys, and no queues. Load starts from
+// it, so every key the file omits keeps the value shown here.
+func Default() *Config {
+	return &Config{
+		Redis: Redis{Prefix: "simpleq"},
+		HTTP: HTTP{
+			Listen:          "127.0.0.1:8080",
+			MaxPayloadBytes: 1 << 20,
+		},
+		ShutdownGrace: 10 * time.Second,
+		Log:           Log{Format: "json", Level: "info"},
+		Dispatch:      Dispatch{LeaseMargin: 5 * time.Second, ClaimBatch: 64},
+		Defaults: QueueSettings{
+			Mode:             "standard",
+			Concurrency:      10,
+			RateLimitMax:     0,
+			RateLimitWindow:  time.Second,
+			MaxAttempts:      5,
+			MaxDefers:        50,
+			Timeout:          15 * time.Second,
+			AckTimeout:       5 * time.Minute,
+			AckTimeoutAction: "retry",
+			Backoff: Backoff{
+				Type:   "exponential",
+				Base:   time.Second,
+				Max:    10 * time.Minute,
+				Jitter: true,
+			},
+			DefaultRetryAfter: 60 * time.Second,
+			JobLifetime:       24 * time.Hour,
+			Retention:         72 * time.Hour,
+		},
+		Queues: map[string]Queue{},
+	}
+}
+
+// Error is returned by [Load] when the configuration could be read but is
+// wrong. It lists every problem at once, each prefixed with the full key path
+// (and the environment variable when one set the value), so an operator can
+// fix everything in one pass.
+type Error struct {
+	// Source names where the configuration came from: the file path, or
+	// "built-in defaults" when Load was given no file.
+	Source string
+	// Problems are "key.path: what is wrong" lines in a stable order.
+	Problems []string
+}
+
+// Error renders the problems one per line under a header naming the source.
+func (e *Error) Error() string {
+	return fmt.Sprintf("invalid configuration (%s):\n  %s", e.Source, strings.Join(e.Problems, "\n  "))
+}
+
+// Load reads the YAML file at path (none when path is ""), applies SIMPLEQ_*
+// overrides looked up through getenv, resolves every queue against defaults
+// and validates the result. getenv is injected, rather than os.Getenv being
+// called, so callers decide which environment counts and tests stay
+// hermetic; nil means an empty environment. It also resolves
+// signingSecretEnv.
+//
+// A missing or unparsable file yields an error naming the file; anything
+// else that is wrong yields one *[Error] listing every problem.
+func Load(path string, getenv func(string) string) (*Config, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	source := "built-in defaults"
+	var data []byte
+	if path != "" {
+		source = path
+		var err error
+		data, err = os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: read file: %w", err)
+		}
+	}
+
+	v := viper.NewWithOptions(viper.KeyDelimiter(keyDelim))
+	v.SetConfigType("yaml")
+	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+		return nil, fmt.Errorf("config: %s is not valid YAML: %w", source, err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("config: %s is not valid YAML: %w", source, err)
+	}
+
+	l := &loader{
+		getenv:  getenv,
+		keys:    map[string][]string{},
+		fromEnv: map[string]string{},
+		given:   map[string]bool{},
+	}
+	collectKeys(&doc, "", l.keys)
+
+	c := Default()
+	raw := v.AllSettings()
+	rawQueues, hasQueues := raw["queues"]
+	delete(raw, "queues")
+	l.applyEnv(EnvPrefix, "", topSchema(c), raw)
+	l.decodeSection("", "", topSchema(c), raw)
+	if hasQueues {
+		l.decodeQueues(c, rawQueues)
+	}
+	l.validate(c)
+
+	if len(l.problems) > 0 {
+		return nil, &Error{Source: source, Problems: l.problems}
+	}
+	return c, nil
+}
+
+// Queue returns the resolved settings of the queue with exactly this name
+// (case-sensitive), and whether it is configured.
+func (c *Config) Queue(name string) (Queue, bool) {
+	if c == nil {
+		return Queue{}, false
+	}
+	q, ok := c.Queues[name]
+	return q, ok
+}
+
+// QueueNames returns the configured queue names sorted, so callers that start
+// one loop per queue, or print them, do so in a stable order.
+func (c *Config) QueueNames() []string {
+	if c == nil {
+		return nil
+	}
+	names := make([]string, 0, len(c.Queues))
+	for name := range c.Queues {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// node describes one key of the file: either a leaf bound to the Go value it
+// decodes into, or a section with children. The schema is built around a
+// concrete value so decoding is a walk, not reflection.
+type node struct {
+	name     string // spelling used in docs, messages and env names
+	target   any    // *string, *[]string, *int, *int64, *bool, *time.Duration
+	children []node // set for sections; target is then nil
+}
+
+// topSchema lists every top-level key except queues, which has dynamic keys.
+func topSchema(c *Config) []node {
+	return []node{
+		{name: "redis", children: []node{
+			{name: "addr", target: &c.Redis.Addr},
+			{name: "addrs", target: &c.Redis.Addrs},
+			{name: "username", target: &c.Redis.Username},
+			{name: "password", target: &c.Redis.Password},
+			{name: "db", target: &c.Redis.DB},
+			{name: "prefix", target: &c.Redis.Prefix},
+		}},
+		{name: "http", children: []node{
+			{name: "listen", target: &c.HTTP.Listen},
+			{name: "maxPayloadBytes", target: &c.HTTP.MaxPayloadBytes},
+		}},
+		{name: "shutdownGrace", target: &c.ShutdownGrace},
+		{name: "auth", children: []node{
+			{name: "apiKeys", target: &c.Auth.APIKeys},
+		}},
+		{name: "log", children: []node{
+			{name: "format", target: &c.Log.Format},
+			{name: "level", target: &c.Log.Level},
+		}},
+		{name: "dispatch", children: []node{
+			{name: "leaseMargin", target: &c.Dispatch.LeaseMargin},
+			{name: "claimBatch", target: &c.Dispatch.ClaimBatch},
+		}},
+		{name: "defaults", children: settingsSchema(&c.Defaults)},
+	}
+}
+
+// settingsSchema lists the keys allowed both under defaults and in a queue.
+func settingsSchema(s *QueueSettings) []node {
+	return []node{
+		{name: "mode", target: &s.Mode},
+		{name: "concurrency", target: &s.Concurrency},
+		{name: "rateLimitMax", target: &s.RateLimitMax},
+		{name: "rateLimitWindow", target: &s.RateLimitWindow},
+		{name: "maxAttempts", target: &s.MaxAttempts},
+		{name: "maxDefers", target: &s.MaxDefers},
+		{name: "timeout", target: &s.Timeout},
+		{name: "ackTimeout", target: &s.AckTimeout},
+		{name: "ackTimeoutAction", target: &s.AckTimeoutAction},
+		{name: "backoff", children: []node{
+			{name: "type", target: &s.Backoff.Type},
+			{name: "base", target: &s.Backoff.Base},
+			{name: "max", target: &s.Backoff.Max},
+			{name: "jitter", target: &s.Backoff.Jitter},
+		}},
+		{name: "defaultRetryAfter", target: &s.DefaultRetryAfter},
+		{name: "jobLifetime", target: &s.JobLifetime},
+		{name: "retention", target: &s.Retention},
+	}
+}
+
+// queueSchema lists the keys of one queue: its own plus every setting.
+func queueSchema(q *Queue) []node {
+	return append([]node{
+		{name: "webhookUrl", target: &q.WebhookURL},
+		{name: "signingSecret", target: &q.SigningSecret},
+		{name: "signingSecretEnv", target: &q.SigningSecretEnv},
+	}, settingsSchema(&q.QueueSettings)...)
+}
+
+// loader carries the state of one Load call: where keys were spelled how,
+// which values came from the environment, and the problems found so far.
+type loader struct {
+	getenv func(string) string
+	// keys maps a lowercased, keyDelim-joined mapping path to the keys of that
+	// mapping as written in the file, in file order.
+	keys map[string][]string
+	// fromEnv maps a display path to the environment variable that set it.
+	fromEnv map[string]string
+	// given records the display paths set by the file or the environment, so
+	// a queue is only blamed for values it chose rather than inherited.
+	given    map[string]bool
+	problems []string
+}
+
+// problemf records a problem at a display path, naming the environment
+// variable when the value came from one.
+func (l *loader) problemf(path, format string, args ...any) {
+	if env, ok := l.fromEnv[path]; ok {
+		path += " (from " + env + ")"
+	}
+	l.problems = append(l.problems, path+": "+fmt.Sprintf(format, args...))
+}
+
+// collectKeys records, for every mapping in the YAML document, its keys as
+// written. Merge keys ("<<") contribute the keys of the merged mappings.
+func collectKeys(n *yaml.Node, path string, out map[string][]string) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			collectKeys(c, path, out)
+		}
+	case yaml.AliasNode:
+		if n.Alias != nil {
+			collectKeys(n.Alias, path, out)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			if k.Tag == "!!merge" {
+				if val.Kind == yaml.SequenceNode {
+					for _, c := range val.Content {
+						collectKeys(c, path, out)
+					}
+				} else {
+					collectKeys(val, path, out)
+				}
+				continue
+			}
+			if !slices.Contains(out[path], k.Value) {
+				out[path] = append(out[path], k.Value)
+			}
+			collectKeys(val, joinRaw(path, strings.ToLower(k.Value)), out)
+		}
+	}
+}
+
+// spelling returns key as the file wrote it under rawPath, falling back to
+// viper's lowercased form when it came from elsewhere.
+func (l *loader) spelling(rawPath, key string) string {
+	for _, k := range l.keys[rawPath] {
+		if strings.ToLower(k) == key {
+			return k
+		}
+	}
+	return key
+}
+
+func joinRaw(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + keyDelim + key
+}
+
+func joinPath(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+// applyEnv overlays environment variables onto raw, one variable per leaf of
+// schema named prefix_KEY (sections add _SECTION). Values are stored as
+// strings; decoding converts them like any other scalar. An empty variable
+// counts as unset because getenv cannot tell the two apart.
+func (l *loader) applyEnv(prefix, path string, schema []node, raw map[string]any) {
+	for _, n := range schema {
+		envName := prefix + "_" + strings.ToUpper(n.name)
+		key := strings.ToLower(n.name)
+		p := joinPath(path, n.name)
+		if n.children != nil {
+			if raw[key] == nil {
+				raw[key] = map[string]any{}
+			}
+			if sub, ok := raw[key].(map[string]any); ok {
+				l.applyEnv(envName, p, n.children, sub)
+			}
+			continue
+		}
+		if val := l.getenv(envName); val != "" {
+			raw[key] = val
+			l.fromEnv[p] = envName
+		}
+	}
+}
+
+// envNames lists the variables applyEnv would consult for schema.
+func envNames(prefix string, schema []node) []string {
+	var names []string
+	for _, n := range schema {
+		envName := prefix + "_" + strings.ToUpper(n.name)
+		if n.children != nil {
+			names = append(names, envNames(envName, n.children)...)
+			continue
+		}
+		names = append(names, envName)
+	}
+	return names
+}
+
+// decodeSection decodes raw (viper's lowercased view of the mapping at
+// rawPath, displayed as path) into the targets of schema, reporting unknown
+// keys and values of the wrong type.
+func (l *loader) decodeSection(path, rawPath string, schema []node, raw map[string]any) {
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		val := raw[k]
+		rp := joinRaw(rawPath, k)
+		i := slices.IndexFunc(schema, func(n node) bool { return strings.ToLower(n.name) == k })
+		if i < 0 {
+			written := l.spelling(rawPath, k)
+			if s := suggest(written, schema); s != "" {
+				l.problemf(joinPath(path, written), "unknown key (did you mean %q?)", s)
+			} else {
+				l.problemf(joinPath(path, written), "unknown key")
+			}
+			continue
+		}
+		n := schema[i]
+		p := joinPath(path, n.name)
+		if val == nil {
+			continue // "key:" with no value keeps the inherited value
+		}
+		if n.children != nil {
+			sub, ok := val.(map[string]any)
+			if !ok {
+				l.problemf(p, "must be a mapping (got %s)", describe(val))
+				continue
+			}
+			l.decodeSection(p, rp, n.children, sub)
+			continue
+		}
+		l.given[p] = true
+		l.decodeLeaf(p, n.target, val)
+	}
+}
+
+// suggest returns the schema key closest to a misspelt key, or "" when none
+// is close enough to be a plausible typo.
+func suggest(key string, schema []node) string {
+	best, bestDist := "", 3
+	for _, n := range schema {
+		if d := editDistance(strings.ToLower(key), strings.ToLower(n.name)); d < bestDist {
+			best, bestDist = n.name, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// decodeLeaf converts one scalar (or list) into target, reporting a problem
+// at path when the value has the wrong type.
+func (l *loader) decodeLeaf(path string, target any, val any) {
+	switch t := target.(type) {
+	case *string:
+		s, ok := val.(string)
+		if !ok {
+			l.problemf(path, "must be a string (got %s); quote it", describe(val))
+			return
+		}
+		*t = s
+	case *[]string:
+		list, err := toStringList(val)
+		if err != nil {
+			l.problemf(path, "%v", err)
+			return
+		}
+		*t = list
+	case *int:
+		n, err := toInt(val)
+		if err == nil && (n < math.MinInt || n > math.MaxInt) {
+			err = errors.New("out of range")
+		}
+		if err != nil {
+			l.problemf(path, "must be an integer (got %s)", describe(val))
+			return
+		}
+		*t = int(n)
+	case *int64:
+		n, err := toInt(val)
+		if err != nil {
+			l.problemf(path, "must be an integer (got %s)", describe(val))
+			return
+		}
+		*t = n
+	case *bool:
+		switch b := val.(type) {
+		case bool:
+			*t = b
+		case string:
+			parsed, err := strconv.ParseBool(strings.TrimSpace(b))
+			if err != nil {
+				l.problemf(path, "must be true or false (got %s)", describe(val))
+				return
+			}
+			*t = parsed
+		default:
+			l.problemf(path, "must be true or false (got %s)", describe(val))
+		}
+	case *time.Duration:
+		d, err := toDuration(val)
+		if err != nil {
+			l.problemf(path, "must be a duration like \"1500ms\" or \"2m\", or a number of seconds (got %s)", describe(val))
+			return
+		}
+		*t = d
+	default:
+		panic(fmt.Sprintf("config: no decoder for %T at %s", target, path))
+	}
+}
+
+// toStringList accepts a YAML list of strings, or one string holding a
+// comma-separated list (which is what an environment variable can carry).
+func toStringList(val any) ([]string, error) {
+	switch v := val.(type) {
+	case string:
+		var out []string
+		for _, part := range strings.Split(v, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+		return out, nil
+	case []any:
+		out := make([]string, 0, len(v))
+		for i, item := range v {
+			s, ok := item.(string)
+			if !ok {
+				return nil, fmt.Errorf("item %d must be a string (got %s); quote it", i, describe(item))
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	case []string:
+		return slices.Clone(v), nil
+	default:
+		return nil, fmt.Errorf("must be a list of strings (got %s)", describe(val))
+	}
+}
+
+// toInt accepts YAML integers, integral floats and decimal strings.
+func toInt(val any) (int64, error) {
+	switch v := val.(type) {
+	case int:
+		return int64(v), nil
+	case int64:
+		return v, nil
+	case uint64:
+		if v > math.MaxInt64 {
+			return 0, errors.New("out of range")
+		}
+		return int64(v), nil
+	case float64:
+		if v != math.Trunc(v) || v < math.MinInt64 || v >= math.MaxInt64 {
+			return 0, errors.New("not an integer")
+		}
+		return int64(v), nil
+	case string:
+		return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	default:
+		return 0, errors.New("not an integer")
+	}
+}
+
+// toDuration accepts a Go duration string, or a number of seconds given as a
+// YAML number or a numeric string (0.25 is 250ms).
+func toDuration(val any) (time.Duration, error) {
+	var secs float64
+	switch v := val.(type) {
+	case string:
+		s := strings.TrimSpace(v)
+		if d, err := time.ParseDuration(s); err == nil {
+			return d, nil
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse duration %q: %w", s, err)
+		}
+		secs = f
+	case int:
+		secs = float64(v)
+	case int64:
+		secs = float64(v)
+	case uint64:
+		secs = float64(v)
+	case float64:
+		secs = v
+	default:
+		return 0, errors.New("not a duration")
+	}
+	ns := math.Round(secs * float64(time.Second))
+	if math.IsNaN(ns) || ns >= math.MaxInt64 || ns <= math.MinInt64 {
+		return 0, errors.New("duration out of range")
+	}
+	return time.Duration(ns), nil
+}
+
+// describe renders a raw value for "(got …)" in messages.
+func describe(val any) string {
+	switch v := val.(type) {
+	case string:
+		return strconv.Quote(v)
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// decodeQueues resolves every queue of the file: defaults overlaid with the
+// queue's own keys and its SIMPLEQ_QUEUES_<NAME>_<KEY> variables.
+func (l *loader) decodeQueues(c *Config, rawQueues any) {
+	if rawQueues == nil {
+		return
+	}
+	byLower, ok := rawQueues.(map[string]any)
+	if !ok {
+		l.problemf("queues", "must be a mapping of queue name to settings (got %s)", describe(rawQueues))
+		return
+	}
+	names := l.keys["queues"]
+
+	// Names viper cannot tell apart, and names whose environment variables
+	// would collide, are found before any queue is decoded.
+	lowerOwners := map[string][]string{}
+	tokenOwners := map[string][]string{}
+	for _, name := range names {
+		lowerOwners[strings.ToLower(name)] = append(lowerOwners[strings.ToLower(name)], name)
+		tokenOwners[envToken(name)] = append(tokenOwners[envToken(name)], name)
+	}
+	reportedTokens := map[string]bool{}
+
+	for _, name := range names {
+		p := joinPath("queues", name)
+		if !queueNamePattern.MatchString(name) {
+			l.problemf(p, "queue name %q must match %s", name, queueNamePattern.String())
+			continue
+		}
+		if owners := lowerOwners[strings.ToLower(name)]; len(owners) > 1 {
+			if owners[0] == name {
+				l.problemf("queues", "names %s differ only in letter case, which is not supported", quoteAll(owners))
+			}
+			continue
+		}
+
+		q := Queue{Name: name, QueueSettings: c.Defaults}
+		schema := queueSchema(&q)
+		rawPath := joinRaw("queues", strings.ToLower(name))
+		raw := map[string]any{}
+		switch v := byLower[strings.ToLower(name)].(type) {
+		case nil:
+		case map[string]any:
+			raw = v
+		default:
+			l.problemf(p, "must be a mapping of settings (got %s)", describe(v))
+			continue
+		}
+
+		envPrefix := EnvPrefix + "_QUEUES_" + envToken(name)
+		if owners := tokenOwners[envToken(name)]; len(owners) > 1 {
+			if !reportedTokens[envToken(name)] {
+				reportedTokens[envToken(name)] = true
+				for _, env := range envNames(envPrefix, schema) {
+					if l.getenv(env) != "" {
+						l.problemf(env, "ambiguous: it would apply to queues %s", quoteAll(owners))
+					}
+				}
+			}
+		} else {
+			l.applyEnv(envPrefix, p, schema, raw)
+		}
+		l.decodeSection(p, rawPath, schema, raw)
+		l.resolveSecret(p, &q)
+		c.Queues[name] = q
+	}
+}
+
+// resolveSecret enforces exactly one of signingSecret and signingSecretEnv
+// and reads the latter through getenv.
+func (l *loader) resolveSecret(path string, q *Queue) {
+	secretPath := joinPath(path, "signingSecret")
+	envPath := joinPath(path, "signingSecretEnv")
+	switch {
+	case q.SigningSecret != "" && q.SigningSecretEnv != "":
+		l.problemf(path, "set signingSecret or signingSecretEnv, not both")
+	case q.SigningSecretEnv != "":
+		secret := l.getenv(q.SigningSecretEnv)
+		if secret == "" {
+			l.problemf(envPath, "environment variable %s is unset or empty", q.SigningSecretEnv)
+			return
+		}
+		q.SigningSecret = secret
+	case q.SigningSecret == "":
+		l.problemf(secretPath, "required (or signingSecretEnv naming an environment variable that holds it)")
+	}
+}
+
+// envToken turns a queue name into the part of an environment variable name
+// that identifies it: upper case, with every other character than A-Z and
+// 0-9 replaced by "_".
+func envToken(name string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		default:
+			return '_'
+		}
+	}, name)
+}
+
+func quoteAll(names []string) string {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = strconv.Quote(n)
+	}
+	return strings.Join(quoted, " and ")
+}
+
+// validate checks the decoded values against the rules of config.md.
+func (l *loader) validate(c *Config) {
+	// redis
+	switch {
+	case c.Redis.Addr != "" && len(c.Redis.Addrs) > 0:
+		l.problemf("redis.addr and redis.addrs", "set at most one")
+	case c.Redis.Addr != "":
+		l.checkHostPort("redis.addr", c.Redis.Addr)
+	}
+	for i, addr := range c.Redis.Addrs {
+		l.checkHostPort(fmt.Sprintf("redis.addrs[%d]", i), addr)
+	}
+	if c.Redis.DB < 0 {
+		l.problemf("redis.db", "must be ≥ 0 (got %d)", c.Redis.DB)
+	} else if c.Redis.DB != 0 && len(c.Redis.Addrs) > 0 {
+		l.problemf("redis.db", "must be 0 with redis.addrs: Redis Cluster has only database 0 (got %d)", c.Redis.DB)
+	}
+	if c.Redis.Prefix == "" {
+		l.problemf("redis.prefix", "must not be empty")
+	} else if strings.ContainsAny(c.Redis.Prefix, "{}") {
+		l.problemf("redis.prefix", "must not contain { or }, which would change Redis Cluster hash slots (got %q)", c.Redis.Prefix)
+	}
+
+	// http, auth
+	listenOK := l.checkHostPort("http.listen", c.HTTP.Listen)
+	loopback := false
+	if listenOK {
+		host, _, _ := net.SplitHostPort(c.HTTP.Listen)
+		loopback = isLoopback(host)
+	}
+	if c.HTTP.MaxPayloadBytes < 1024 {
+		l.problemf("http.maxPayloadBytes", "must be ≥ 1024 (got %d)", c.HTTP.MaxPayloadBytes)
+	}
+	if len(c.Auth.APIKeys) == 0 && listenOK && !loopback {
+		l.problemf("auth.apiKeys", "required when http.listen is not a loopback address")
+	}
+	for i, k := range c.Auth.APIKeys {
+		if strings.TrimSpace(k) == "" {
+			l.problemf(fmt.Sprintf("auth.apiKeys[%d]", i), "must not be empty")
+		}
+	}
+
+	if c.ShutdownGrace < 0 {
+		l.problemf("shutdownGrace", "must be ≥ 0 (got %s)", c.ShutdownGrace)
+	}
+
+	// log, dispatch
+	if c.Log.Format != "json" && c.Log.Format != "console" {
+		l.problemf("log.format", "must be \"json\" or \"console\" (got %q)", c.Log.Format)
+	}
+	if _, err := zapcore.ParseLevel(c.Log.Level); err != nil || c.Log.Level == "" {
+		l.problemf("log.level", "must be one of debug, info, warn, error, dpanic, panic, fatal (got %q)", c.Log.Level)
+	}
+	if c.Dispatch.ClaimBatch < 1 || c.Dispatch.ClaimBatch > 1000 {
+		l.problemf("dispatch.claimBatch", "must be between 1 and 1000 (got %d)", c.Dispatch.ClaimBatch)
+	}
+	if c.Dispatch.LeaseMargin < 0 {
+		l.problemf("dispatch.leaseMargin", "must be ≥ 0 (got %s)", c.Dispatch.LeaseMargin)
+	}
+
+	// defaults, then each queue for the values it set itself: a bad default
+	// is reported once under defaults, not once per queue inheriting it.
+	for _, pr := range checkSettings(c.Defaults) {
+		l.problemf(joinPath("defaults", pr.keys[0]), "%s", pr.msg)
+	}
+	for _, name := range c.QueueNames() {
+		q := c.Queues[name]
+		p := joinPath("queues", name)
+		l.checkWebhookURL(joinPath(p, "webhookUrl"), q.WebhookURL)
+		for _, pr := range checkSettings(q.QueueSettings) {
+			if slices.ContainsFunc(pr.keys, func(k string) bool { return l.given[joinPath(p, k)] }) {
+				l.problemf(joinPath(p, pr.keys[0]), "%s", pr.msg)
+			}
+		}
+	}
+}
+
+// settingsProblem is one broken rule of QueueSettings. keys are relative to
+// the settings (e.g. "backoff.max"); the first is the one reported, the
+// others also involved, so a queue is blamed when it set any of them.
+type settingsProblem struct {
+	keys []string
+	msg  string
+}
+
+// checkSettings applies the rules shared by defaults and queues.
+func checkSettings(s QueueSettings) []settingsProblem {
+	var out []settingsProblem
+	add := func(msg string, keys ...string) { out = append(out, settingsProblem{keys: keys, msg: msg}) }
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			add(fmt.Sprintf("must be > 0 (got %s)", d), key)
+		}
+	}
+
+	if s.Mode != "standard" && s.Mode != "ack" {
+		add(fmt.Sprintf("must be \"standard\" or \"ack\" (got %q)", s.Mode), "mode")
+	}
+	if s.Concurrency < 1 {
+		add(fmt.Sprintf("must be ≥ 1 (got %d)", s.Concurrency), "concurrency")
+	}
+	if s.RateLimitMax < 0 {
+		add(fmt.Sprintf("must be ≥ 0 (got %d)", s.RateLimitMax), "rateLimitMax")
+	}
+	switch {
+	case s.RateLimitWindow < 0:
+		add(fmt.Sprintf("must be ≥ 0 (got %s)", s.RateLimitWindow), "rateLimitWindow")
+	case s.RateLimitMax > 0 && s.RateLimitWindow <= 0:
+		add(fmt.Sprintf("must be > 0 when rateLimitMax > 0 (got %s)", s.RateLimitWindow), "rateLimitWindow", "rateLimitMax")
+	}
+	if s.MaxAttempts < 1 {
+		add(fmt.Sprintf("must be ≥ 1 (got %d)", s.MaxAttempts), "maxAttempts")
+	}
+	if s.MaxDefers < 0 {
+		add(fmt.Sprintf("must be ≥ 0 (got %d)", s.MaxDefers), "maxDefers")
+	}
+	positive("timeout", s.Timeout)
+	positive("ackTimeout", s.AckTimeout)
+	if s.AckTimeoutAction != "retry" && s.AckTimeoutAction != "dead" {
+		add(fmt.Sprintf("must be \"retry\" or \"dead\" (got %q)", s.AckTimeoutAction), "ackTimeoutAction")
+	}
+	if s.Backoff.Type != "exponential" && s.Backoff.Type != "fixed" {
+		add(fmt.Sprintf("must be \"exponential\" or \"fixed\" (got %q)", s.Backoff.Type), "backoff.type")
+	}
+	positive("backoff.base", s.Backoff.Base)
+	// max only caps the exponential schedule; a fixed one never reads it.
+	if s.Backoff.Type == "exponential" && s.Backoff.Base > 0 && s.Backoff.Max < s.Backoff.Base {
+		add(fmt.Sprintf("must be ≥ backoff.base %s (got %s)", s.Backoff.Base, s.Backoff.Max), "backoff.max", "backoff.base", "backoff.type")
+	}
+	if s.DefaultRetryAfter < 0 {
+		add(fmt.Sprintf("must be ≥ 0 (got %s)", s.DefaultRetryAfter), "defaultRetryAfter")
+	}
+	positive("jobLifetime", s.JobLifetime)
+	positive("retention", s.Retention)
+	return out
+}
+
+// checkHostPort reports whether addr is host:port with a port, recording a
+// problem otherwise.
+func (l *loader) checkHostPort(path, addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		l.problemf(path, "must be host:port (got %q)", addr)
+		return false
+	}
+	return true
+}
+
+// checkWebhookURL requires an absolute http(s) URL with a host.
+func (l *loader) checkWebhookURL(path, raw string) {
+	if raw == "" {
+		l.problemf(path, "required")
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		l.problemf(path, "must be an absolute http:// or https:// URL (got %q)", raw)
+	}
+}
+
+// isLoopback reports whether a listen host only accepts local connections.
+// An empty host listens on every interface and so is not loopback; other
+// host names are not resolved, so only "localhost" counts.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Redacted renders the effective configuration as YAML in the file's own
+// layout, for `simpleqd check` and start-up logs: every default and override
+// is visible, durations are Go duration strings, and API keys, the Redis
+// password and signing secrets are replaced by "[redacted]" (empty ones stay
+// empty, so it still shows whether they are set). A queue whose secret came
+// from signingSecretEnv shows only the variable's name, so the output loads
+// again as a config file.
+func (c *Config) Redacted() string {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2) // the layout of config.md
+	if err := enc.Encode(c.view()); err != nil {
+		return fmt.Sprintf("# config: render failed: %v\n", err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Sprintf("# config: render failed: %v\n", err)
+	}
+	return buf.String()
+}
+
+// The *View types give Redacted its field names, order and formatting.
+type (
+	configView struct {
+		Redis         redisView            `yaml:"redis"`
+		HTTP          httpView             `yaml:"http"`
+		ShutdownGrace string               `yaml:"shutdownGrace"`
+		Auth          authView             `yaml:"auth"`
+		Log           logView              `yaml:"log"`
+		Dispatch      dispatchView         `yaml:"dispatch"`
+		Defaults      settingsView         `yaml:"defaults"`
+		Queues        map[string]queueView `yaml:"queues"`
+	}
+	redisView struct {
+		Addr     string   `yaml:"addr"`
+		Addrs    []string `yaml:"addrs"`
+		Username string   `yaml:"username"`
+		Password string   `yaml:"password"`
+		DB       int      `yaml:"db"`
+		Prefix   string   `yaml:"prefix"`
+	}
+	httpView struct {
+		Listen          string `yaml:"listen"`
+		MaxPayloadBytes int64  `yaml:"maxPayloadBytes"`
+	}
+	authView struct {
+		APIKeys []string `yaml:"apiKeys"`
+	}
+	logView struct {
+		Format string `yaml:"format"`
+		Level  string `yaml:"level"`
+	}
+	dispatchView struct {
+		LeaseMargin string `yaml:"leaseMargin"`
+		ClaimBatch  int    `yaml:"claimBatch"`
+	}
+	backoffView struct {
+		Type   string `yaml:"type"`
+		Base   string `yaml:"base"`
+		Max    string `yaml:"max"`
+		Jitter bool   `yaml:"jitter"`
+	}
+	settingsView struct {
+		Mode              string      `yaml:"mode"`
+		Concurrency       int         `yaml:"concurrency"`
+		RateLimitMax      int         `yaml:"rateLimitMax"`
+		RateLimitWindow   string      `yaml:"rateLimitWindow"`
+		MaxAttempts       int         `yaml:"maxAttempts"`
+		MaxDefers         int         `yaml:"maxDefers"`
+		Timeout           string      `yaml:"timeout"`
+		AckTimeout        string      `yaml:"ackTimeout"`
+		AckTimeoutAction  string      `yaml:"ackTimeoutAction"`
+		Backoff           backoffView `yaml:"backoff"`
+		DefaultRetryAfter string      `yaml:"defaultRetryAfter"`
+		JobLifetime       string      `yaml:"jobLifetime"`
+		Retention         string      `yaml:"retention"`
+	}
+	queueView struct {
+		WebhookURL       string       `yaml:"webhookUrl"`
+		SigningSecret    string       `yaml:"signingSecret,omitempty"`
+		SigningSecretEnv string       `yaml:"signingSecretEnv,omitempty"`
+		Settings         settingsView `yaml:",inline"`
+	}
+)
+
+func (c *Config) view() configView {
+	keys := make([]string, len(c.Auth.APIKeys))
+	for i, k := range c.Auth.APIKeys {
+		keys[i] = redact(k)
+	}
+	v := configView{
+		Redis: redisView{
+			Addr:     c.Redis.Addr,
+			Addrs:    append([]string{}, c.Redis.Addrs...),
+			Username: c.Redis.Username,
+			Password: redact(c.Redis.Password),
+			DB:       c.Redis.DB,
+			Prefix:   c.Redis.Prefix,
+		},
+		HTTP:          httpView(c.HTTP),
+		ShutdownGrace: c.ShutdownGrace.String(),
+		Auth:          authView{APIKeys: keys},
+		Log:           logView(c.Log),
+		Dispatch:      dispatchView{LeaseMargin: c.Dispatch.LeaseMargin.String(), ClaimBatch: c.Dispatch.ClaimBatch},
+		Defaults:      settingsViewOf(c.Defaults),
+		Queues:        make(map[string]queueView, len(c.Queues)),
+	}
+	for name, q := range c.Queues {
+		qv := queueView{
+			WebhookURL:       redactURL(q.WebhookURL),
+			SigningSecretEnv: q.SigningSecretEnv,
+			Settings:         settingsViewOf(q.QueueSettings),
+		}
+		if q.SigningSecretEnv == "" {
+			qv.SigningSecret = redact(q.SigningSecret)
+		}
+		v.Queues[name] = qv
+	}
+	return v
+}
+
+func settingsViewOf(s QueueSettings) settingsView {
+	return settingsView{
+		Mode:             s.Mode,
+		Concurrency:      s.Concurrency,
+		RateLimitMax:     s.RateLimitMax,
+		RateLimitWindow:  s.RateLimitWindow.String(),
+		MaxAttempts:      s.MaxAttempts,
+		MaxDefers:        s.MaxDefers,
+		Timeout:          s.Timeout.String(),
+		AckTimeout:       s.AckTimeout.String(),
+		AckTimeoutAction: s.AckTimeoutAction,
+		Backoff: backoffView{
+			Type:   s.Backoff.Type,
+			Base:   s.Backoff.Base.String(),
+			Max:    s.Backoff.Max.String(),
+			Jitter: s.Backoff.Jitter,
+		},
+		DefaultRetryAfter: s.DefaultRetryAfter.String(),
+		JobLifetime:       s.JobLifetime.String(),
+		Retention:         s.Retention.String(),
+	}
+}
+
+func redact(secret string) string {
+	if secret == "" {
+		return ""
+	}
+	return redactedValue
+}
+
+// redactURL hides a password embedded in a webhook URL (as "xxxxx", the
+// standard library's marker, since brackets would be percent-encoded).
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}

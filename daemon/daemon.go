@@ -1,0 +1,266 @@
+// Package daemon wires one simpleqd process: Redis (or the embedded store),
+// the scripts, the HTTP API, the dispatcher and the wake-up bus. It owns the
+// order of start-up and shutdown, so main stays a thin command line.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/simpleq/simpleqd/api"
+	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/dispatch"
+	"github.com/simpleq/simpleqd/store"
+	"github.com/simpleq/simpleqd/wakeup"
+)
+
+// Version is reported in the webhook User-Agent; set at build time with -ldflags.
+var Version = "dev"
+
+// Daemon is one running simpleqd.
+type Daemon struct {
+	log   *zap.Logger
+	cfg   atomic.Pointer[config.Config]
+	store *store.Store
+	rdb   redis.UniversalClient
+	mini  *miniredis.Miniredis
+	disp  *dispatch.Dispatcher
+	bus   *wakeup.Bus
+
+	listener net.Listener
+	ready    atomic.Bool
+	mu       sync.Mutex
+}
+
+// New connects to Redis (or starts the embedded store) and prepares every
+// component. It does not wait for Redis to answer: Run keeps retrying.
+func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
+	d := &Daemon{log: log}
+	d.cfg.Store(cfg)
+	rdb, mini, err := connect(cfg.Redis, log)
+	if err != nil {
+		return nil, err
+	}
+	d.rdb, d.mini = rdb, mini
+	st, err := store.New(rdb, store.Options{Prefix: cfg.Redis.Prefix, LeaseMargin: cfg.Dispatch.LeaseMargin})
+	if err != nil {
+		return nil, fmt.Errorf("prepare scripts: %w", err)
+	}
+	d.store = st
+	d.disp = dispatch.New(dispatch.Options{
+		Store:      st,
+		Deliverer:  &dispatch.Deliverer{Client: dispatch.NewHTTPClient(), UserAgent: "simpleqd/" + Version},
+		Logger:     log,
+		ClaimBatch: cfg.Dispatch.ClaimBatch,
+		Grace:      cfg.ShutdownGrace,
+	})
+	d.bus = wakeup.New(rdb, cfg.Redis.Prefix+":wake", d.disp.Wake, log)
+	d.disp.SetBroadcast(d.bus)
+	d.disp.SetQueues(cfg.Queues)
+	return d, nil
+}
+
+func connect(rc config.Redis, log *zap.Logger) (redis.UniversalClient, *miniredis.Miniredis, error) {
+	switch {
+	case rc.Embedded():
+		m := miniredis.NewMiniRedis()
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
+			return nil, nil, fmt.Errorf("start embedded store: %w", err)
+		}
+		log.Warn("redis.addr is empty: using an embedded in-memory store; nothing is persisted and only this process can use it (development only)",
+			zap.String("addr", m.Addr()))
+		return redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true}), m, nil
+	case len(rc.Addrs) > 0:
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs, Username: rc.Username,
+			Password: rc.Password, ContextTimeoutEnabled: true}), nil, nil
+	default:
+		return redis.NewClient(&redis.Options{Addr: rc.Addr, Username: rc.Username, Password: rc.Password,
+			DB: rc.DB, ContextTimeoutEnabled: true}), nil, nil
+	}
+}
+
+// Listen binds the API address; separate from Run so callers (and tests) can
+// learn the bound address before serving.
+func (d *Daemon) Listen() (net.Addr, error) {
+	l, err := net.Listen("tcp", d.cfg.Load().HTTP.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", d.cfg.Load().HTTP.Listen, err)
+	}
+	d.listener = l
+	return l.Addr(), nil
+}
+
+// Reload applies a new configuration: queue settings, new queues and API keys
+// take effect at once; Redis and listener settings need a restart.
+func (d *Daemon) Reload(cfg *config.Config) {
+	old := d.cfg.Load()
+	if old.Redis.Addr != cfg.Redis.Addr || old.HTTP.Listen != cfg.HTTP.Listen || old.Redis.Prefix != cfg.Redis.Prefix {
+		d.log.Warn("reload: redis and http.listen changes need a restart; keeping the running values")
+		cfg.Redis, cfg.HTTP.Listen = old.Redis, old.HTTP.Listen
+	}
+	d.cfg.Store(cfg)
+	d.disp.SetQueues(cfg.Queues)
+	d.log.Info("configuration reloaded", zap.Int("queues", len(cfg.Queues)))
+}
+
+// Run serves until ctx ends, then shuts down in order: stop accepting API
+// requests, stop claiming, let deliveries finish within the grace period,
+// hand back the rest, close Redis.
+func (d *Daemon) Run(ctx context.Context) error {
+	if d.listener == nil {
+		if _, err := d.Listen(); err != nil {
+			return err
+		}
+	}
+	cfg := d.cfg.Load()
+	srv := &http.Server{
+		Handler:           d.handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          zap.NewStdLog(d.log.Named("http")),
+	}
+	d.log.Info("simpleqd listening", zap.String("addr", d.listener.Addr().String()),
+		zap.Int("queues", len(cfg.Queues)), zap.String("version", Version))
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.Serve(d.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	// The dispatcher starts once the scripts are loaded.
+	g.Go(func() error {
+		if !d.loadScripts(gctx) {
+			return nil
+		}
+		d.ready.Store(true)
+		go func() { _ = d.bus.Run(gctx, d.disp.WakeAll) }()
+		return d.disp.Run(gctx)
+	})
+	err := g.Wait()
+	_ = d.rdb.Close()
+	if d.mini != nil {
+		d.mini.Close()
+	}
+	d.log.Info("simpleqd stopped")
+	return err
+}
+
+// loadScripts retries until Redis answers; meanwhile /readyz says 503.
+func (d *Daemon) loadScripts(ctx context.Context) bool {
+	delay := 100 * time.Millisecond
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := d.store.Load(lctx)
+		cancel()
+		if err == nil {
+			d.checkPersistence(ctx)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		d.log.Warn("redis not reachable; retrying", zap.Error(err), zap.Duration("in", delay))
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// checkPersistence warns about Redis settings that can lose jobs.
+func (d *Daemon) checkPersistence(ctx context.Context) {
+	if d.mini != nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if v, err := d.rdb.ConfigGet(cctx, "appendonly").Result(); err == nil && v["appendonly"] == "no" {
+		d.log.Warn("redis has appendonly no: a Redis crash loses every job written since the last snapshot (see docs/operations.md)")
+	}
+	if v, err := d.rdb.ConfigGet(cctx, "maxmemory-policy").Result(); err == nil {
+		if p := v["maxmemory-policy"]; p != "" && p != "noeviction" {
+			d.log.Warn("redis maxmemory-policy is not noeviction: Redis may silently evict jobs under memory pressure",
+				zap.String("policy", p))
+		}
+	}
+}
+
+func (d *Daemon) handler() http.Handler {
+	srv := api.New(api.Options{
+		Backend:         backend{d},
+		Waker:           d.bus,
+		Queues:          func() map[string]config.Queue { return d.cfg.Load().Queues },
+		APIKeys:         func() []string { return d.cfg.Load().Auth.APIKeys },
+		MaxPayloadBytes: d.cfg.Load().HTTP.MaxPayloadBytes,
+		Logger:          d.log.Named("api"),
+	})
+	return srv.Handler()
+}
+
+// backend adapts the store for the API: callbacks that free a slot or reopen
+// a queue wake the fleet's pumps, and readiness includes script loading.
+type backend struct{ d *Daemon }
+
+func (b backend) Publish(ctx context.Context, q config.Queue, jobs []store.NewJob) ([]store.Published, error) {
+	return b.d.store.Publish(ctx, q, jobs)
+}
+
+func (b backend) GetJob(ctx context.Context, q config.Queue, id string) (*store.Job, error) {
+	return b.d.store.GetJob(ctx, q, id)
+}
+
+func (b backend) Callback(ctx context.Context, q config.Queue, cb store.Callback) error {
+	res, err := b.d.store.Callback(ctx, q, cb)
+	if err != nil {
+		return err
+	}
+	if res.Word != "ACKED" {
+		b.d.bus.Notify(q.Name)
+	}
+	b.d.log.Debug("callback applied", zap.String("queue", q.Name), zap.String("job", cb.JobID),
+		zap.String("kind", string(cb.Kind)), zap.String("result", res.Word))
+	switch res.Word {
+	case "DEAD":
+		b.d.log.Info("job dead-lettered", zap.String("queue", q.Name), zap.String("job", cb.JobID), zap.String("reason", res.Detail))
+	case "DEFERRED":
+		b.d.log.Info("backpressure: defer callback", zap.String("queue", q.Name), zap.String("job", cb.JobID),
+			zap.String("scope", string(cb.Scope)), zap.Duration("retryAfter", cb.RetryAfter))
+	case "REOPENED":
+		b.d.log.Info("probe acked: queue reopened", zap.String("queue", q.Name), zap.String("job", cb.JobID))
+	}
+	return nil
+}
+
+func (b backend) QueueStatus(ctx context.Context, q config.Queue) (store.QueueStatus, error) {
+	return b.d.store.QueueStatus(ctx, q)
+}
+
+func (b backend) Ping(ctx context.Context) error {
+	if !b.d.ready.Load() {
+		return fmt.Errorf("%w: scripts not loaded yet", store.ErrUnavailable)
+	}
+	return b.d.store.Ping(ctx)
+}

@@ -1,0 +1,156 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/store"
+)
+
+// Store is what the dispatcher needs from package store.
+type Store interface {
+	Claim(ctx context.Context, q config.Queue, max int) (store.ClaimResult, error)
+	Settle(ctx context.Context, q config.Queue, outcomes []store.Outcome) ([]store.Settled, error)
+}
+
+// Broadcaster tells every daemon of the fleet that a queue can deliver again
+// (a probe reopened it), so their pumps do not wait for a timer.
+type Broadcaster interface {
+	Notify(queue string)
+}
+
+// Observer receives every claim and settle result, for metrics. Optional.
+type Observer interface {
+	Claimed(queue string, j store.ClaimedJob)
+	Settled(queue string, o store.Outcome, s store.Settled, took time.Duration)
+}
+
+// Options configure a Dispatcher.
+type Options struct {
+	Store     Store
+	Deliverer *Deliverer
+	Broadcast Broadcaster
+	Observer  Observer
+	Logger    *zap.Logger
+	// ClaimBatch bounds the jobs one claim call takes.
+	ClaimBatch int
+	// Grace is how long in-flight deliveries may finish after Run's context ends.
+	Grace time.Duration
+	// SafetyWake re-checks an idle queue in case a pub/sub wake-up was lost.
+	SafetyWake time.Duration
+}
+
+// Dispatcher runs one pump per configured queue.
+type Dispatcher struct {
+	opts Options
+	log  *zap.Logger
+
+	mu    sync.Mutex
+	pumps map[string]*pump
+	// workCtx is cancelled when the grace period ends; deliveries watch it.
+	workCtx    context.Context
+	cancelWork context.CancelFunc
+	fetchCtx   context.Context
+	wg         sync.WaitGroup
+	started    bool
+}
+
+// New prepares a dispatcher; queues are added with SetQueues.
+func New(opts Options) *Dispatcher {
+	if opts.ClaimBatch <= 0 {
+		opts.ClaimBatch = 64
+	}
+	if opts.SafetyWake <= 0 {
+		opts.SafetyWake = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	work, cancel := context.WithCancel(context.Background())
+	return &Dispatcher{opts: opts, log: opts.Logger, pumps: map[string]*pump{}, workCtx: work, cancelWork: cancel}
+}
+
+// SetQueues starts pumps for new queues, updates the settings of running ones
+// (taking effect at their next claim) and stops pumps of removed queues (their
+// jobs stay in Redis untouched). Safe to call while running: live reload.
+func (d *Dispatcher) SetQueues(queues map[string]config.Queue) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for name, q := range queues {
+		if p, ok := d.pumps[name]; ok {
+			p.setQueue(q)
+			p.wake()
+			continue
+		}
+		p := newPump(d, q)
+		d.pumps[name] = p
+		if d.started {
+			d.startPump(p)
+		}
+	}
+	for name, p := range d.pumps {
+		if _, ok := queues[name]; !ok {
+			p.stop()
+			delete(d.pumps, name)
+		}
+	}
+}
+
+// Wake makes this daemon's pump for queue claim now.
+func (d *Dispatcher) Wake(queue string) {
+	d.mu.Lock()
+	p := d.pumps[queue]
+	d.mu.Unlock()
+	if p != nil {
+		p.wake()
+	}
+}
+
+// WakeAll makes every pump claim now (after a pub/sub reconnect, say).
+func (d *Dispatcher) WakeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.pumps {
+		p.wake()
+	}
+}
+
+func (d *Dispatcher) startPump(p *pump) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		p.run(d.fetchCtx)
+	}()
+}
+
+// Run claims and delivers until ctx ends, then stops claiming, gives
+// deliveries in flight the grace period, hands back the rest and returns once
+// every outcome is recorded.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	d.mu.Lock()
+	d.fetchCtx = ctx
+	d.started = true
+	for _, p := range d.pumps {
+		d.startPump(p)
+	}
+	d.mu.Unlock()
+
+	<-ctx.Done()
+	d.log.Info("dispatcher stopping: no new claims", zap.Duration("grace", d.opts.Grace))
+	timer := time.AfterFunc(d.opts.Grace, func() {
+		d.log.Warn("grace period over: cancelling deliveries still in flight and handing them back")
+		d.cancelWork()
+	})
+	d.wg.Wait()
+	timer.Stop()
+	d.cancelWork()
+	return nil
+}
+
+// SetBroadcast sets the fleet-wide notifier after construction (the notifier
+// itself needs the dispatcher to deliver local wake-ups).
+func (d *Dispatcher) SetBroadcast(b Broadcaster) { d.opts.Broadcast = b }

@@ -1,0 +1,15 @@
+// Package dispatch moves jobs from Redis to webhooks: one pump per queue claims
+// due jobs (store.Claim enforces hold, probe and limits fleet-wide), a
+// goroutine per delivery POSTs the signed envelope, and a settler per queue
+// records outcomes in batches (store.Settle, fenced by lease tokens).
+//
+// Pumps sleep until something can change: a wake-up (a publish, a callback, a
+// freed slot, a reopened queue, here or on another daemon through Redis
+// pub/sub) or the time the claim script said the queue next needs attention,
+// computed on Redis' clock. There is no fixed polling on the hot path; a long
+// safety timer only guards against a lost pub/sub message.
+//
+// Shutdown is two-phase: cancelling Run's context stops claiming; deliveries
+// in flight get the grace period to finish, then are cancelled and handed
+// back to Redis without spending an attempt.
+package dispatch

@@ -1,0 +1,49 @@
+package dispatch
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"time"
+
+	"github.com/simpleq/simpleqd/store"
+)
+
+// TimeFormat is the wire format of every time: ISO-8601 UTC with milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z"
+
+// Envelope builds the delivery body byte for byte as api.md specifies. The
+// payload is spliced in raw — never decoded and re-encoded — so key order and
+// number precision survive. Job ids and queue names use only characters that
+// need no JSON escaping ([A-Za-z0-9._-]), so they are written as they are.
+func Envelope(queue string, maxAttempts int, j store.ClaimedJob) []byte {
+	b := make([]byte, 0, 160+len(j.ID)+len(queue)+len(j.Payload))
+	b = append(b, `{"id":"`...)
+	b = append(b, j.ID...)
+	b = append(b, `","queue":"`...)
+	b = append(b, queue...)
+	b = append(b, `","payload":`...)
+	b = append(b, j.Payload...)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(j.Attempt), 10)
+	b = append(b, `,"maxAttempts":`...)
+	b = strconv.AppendInt(b, int64(maxAttempts), 10)
+	b = append(b, `,"deferCount":`...)
+	b = strconv.AppendInt(b, int64(j.DeferCount), 10)
+	b = append(b, `,"createdAt":"`...)
+	b = j.CreatedAt.UTC().AppendFormat(b, TimeFormat)
+	b = append(b, `"}`...)
+	return b
+}
+
+// Sign returns the x-simpleq-signature value: "sha256=" + lowercase hex
+// HMAC-SHA256 of the raw body, keyed with the queue's signing secret.
+func Sign(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// FormatTime renders t in the wire format.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }

@@ -1,0 +1,237 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/store"
+)
+
+// pump drives one queue on this daemon.
+type pump struct {
+	d        *Dispatcher
+	name     string
+	q        atomic.Pointer[config.Queue]
+	wakeCh   chan struct{}
+	stopCh   chan struct{}
+	stopOnce sync.Once
+	inflight atomic.Int64
+	// deliveries tracks delivery goroutines, so run returns only after all
+	// outcomes are recorded.
+	deliveries sync.WaitGroup
+	settleCh   chan settleItem
+}
+
+type settleItem struct {
+	out     store.Outcome
+	started time.Time
+	probe   bool
+}
+
+func newPump(d *Dispatcher, q config.Queue) *pump {
+	p := &pump{d: d, name: q.Name, wakeCh: make(chan struct{}, 1), stopCh: make(chan struct{}),
+		settleCh: make(chan settleItem, 1024)}
+	p.setQueue(q)
+	return p
+}
+
+func (p *pump) setQueue(q config.Queue) { p.q.Store(&q) }
+
+func (p *pump) wake() {
+	select {
+	case p.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pump) stop() { p.stopOnce.Do(func() { close(p.stopCh) }) }
+
+// run is the claim loop. It returns when fetching stops and every delivery it
+// started has been recorded.
+func (p *pump) run(ctx context.Context) {
+	log := p.d.log.With(zap.String("queue", p.name))
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		p.settleLoop(log)
+	}()
+	defer func() {
+		p.deliveries.Wait()
+		close(p.settleCh)
+		<-settled
+	}()
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	errDelay := 50 * time.Millisecond
+	for {
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-p.stopCh:
+			return
+		default:
+		}
+		q := *p.q.Load()
+		free := q.Concurrency - int(p.inflight.Load())
+		if free > p.d.opts.ClaimBatch {
+			free = p.d.opts.ClaimBatch
+		}
+		wait := time.Duration(-1)
+		if free > 0 {
+			res, err := p.d.opts.Store.Claim(ctx, q, free)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				log.Warn("claim failed; retrying", zap.Error(err), zap.Duration("in", errDelay))
+				wait = errDelay
+				errDelay = min(errDelay*2, 5*time.Second)
+			} else {
+				errDelay = 50 * time.Millisecond
+				for _, j := range res.Jobs {
+					p.start(q, j, log)
+				}
+				if res.Word == store.Claimed && len(res.Jobs) == free {
+					continue // there may be more due and we may have slots
+				}
+				wait = res.WakeIn
+			}
+		}
+		if wait < 0 || wait > p.d.opts.SafetyWake {
+			wait = p.d.opts.SafetyWake
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.stopCh:
+			return
+		case <-p.wakeCh:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+func (p *pump) start(q config.Queue, j store.ClaimedJob, log *zap.Logger) {
+	p.inflight.Add(1)
+	p.deliveries.Add(1)
+	if o := p.d.opts.Observer; o != nil {
+		o.Claimed(q.Name, j)
+	}
+	if j.Probe {
+		log.Info("probe delivery", zap.String("job", j.ID), zap.Int("attempt", j.Attempt))
+	}
+	go func() {
+		defer p.deliveries.Done()
+		began := time.Now()
+		out := p.d.opts.Deliverer.Deliver(p.d.workCtx, q, j)
+		p.settleCh <- settleItem{out: out, started: began, probe: j.Probe}
+	}()
+}
+
+// settleLoop records outcomes, batching whatever has queued up meanwhile. It
+// keeps going after fetching stopped (outcomes must be written) and retries
+// while Redis is unreachable; a lease that expires meanwhile is reaped as a
+// failure, which is the best that can be known.
+func (p *pump) settleLoop(log *zap.Logger) {
+	batch := make([]settleItem, 0, 256)
+	outs := make([]store.Outcome, 0, 256)
+	for first := range p.settleCh {
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < cap(batch) {
+			select {
+			case it, ok := <-p.settleCh:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, it)
+			default:
+				break drain
+			}
+		}
+		outs = outs[:0]
+		for _, it := range batch {
+			outs = append(outs, it.out)
+		}
+		q := *p.q.Load()
+		res := p.settleWithRetry(q, outs, log)
+		reopened := false
+		for i, it := range batch {
+			var s store.Settled
+			if res != nil {
+				s = res[i]
+			}
+			p.report(log, it, s)
+			if o := p.d.opts.Observer; o != nil && res != nil {
+				o.Settled(p.name, it.out, s, time.Since(it.started))
+			}
+			if s.Word == "REOPENED" {
+				reopened = true
+			}
+		}
+		p.inflight.Add(-int64(len(batch)))
+		p.wake()
+		if reopened && p.d.opts.Broadcast != nil {
+			p.d.opts.Broadcast.Notify(p.name)
+		}
+	}
+}
+
+func (p *pump) settleWithRetry(q config.Queue, outs []store.Outcome, log *zap.Logger) []store.Settled {
+	delay := 50 * time.Millisecond
+	deadline := time.Now().Add(q.Timeout + time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := p.d.opts.Store.Settle(ctx, q, outs)
+		cancel()
+		if err == nil {
+			return res
+		}
+		if time.Now().After(deadline) {
+			log.Error("giving up recording outcomes; their leases will expire and count as failures",
+				zap.Error(err), zap.Int("outcomes", len(outs)))
+			return nil
+		}
+		log.Warn("settle failed; retrying", zap.Error(err), zap.Duration("in", delay))
+		time.Sleep(delay)
+		delay = min(delay*2, 2*time.Second)
+	}
+}
+
+func (p *pump) report(log *zap.Logger, it settleItem, s store.Settled) {
+	o := it.out
+	fields := []zap.Field{zap.String("job", o.ID), zap.String("outcome", string(o.Kind)), zap.String("result", s.Word)}
+	if o.StatusCode > 0 {
+		fields = append(fields, zap.Int("status", o.StatusCode))
+	}
+	switch s.Word {
+	case "DEAD":
+		log.Info("job dead-lettered", append(fields, zap.String("reason", s.Detail), zap.String("error", o.Error))...)
+	case "DEFERRED":
+		log.Info("backpressure: queue held", append(fields, zap.Duration("retryAfter", o.RetryAfter), zap.Bool("probe", it.probe))...)
+	case "REOPENED":
+		log.Info("probe succeeded: queue reopened", fields...)
+	case "RETRY":
+		log.Debug("delivery failed; will retry", append(fields, zap.String("error", o.Error))...)
+	case "STALE":
+		log.Info("outcome ignored: the job moved on (lease expired or a callback settled it)", fields...)
+	case "RELEASED":
+		log.Info("delivery handed back at shutdown", fields...)
+	default:
+		log.Debug("delivery recorded", fields...)
+	}
+}
