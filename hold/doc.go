@@ -7,18 +7,18 @@
 //
 // The state machine of one queue:
 //
-//	          queue-scope defer (429/503/529 or defer callback)
-//	  ┌──────┐ hold_until = max(hold_until, now + retryAfter) ┌──────┐
-//	  │ open │ ───────────────────────────────────────────────▶│ held │◀─┐
-//	  └──────┘                                                  └──────┘  │
-//	     ▲                                  now ≥ hold_until       │     │ probe reports
-//	     │                                  (or operator resume)   ▼     │ backpressure
-//	     │  probe succeeds (2xx; ack in   ┌─────────┐ claim takes ┌───────┴────┐
-//	     └─────────────── ack mode) ──────│ probing │────────────▶│ probe in   │
-//	        and now ≥ hold_until          │ (idle)  │ exactly one │ flight     │
-//	                                      └─────────┘◀────────────└────────────┘
-//	                                           probe fails, job-scope defer,
-//	                                           lease lost: next job probes
+//	        queue-scope defer (429/503/529 or defer callback)
+//	┌──────┐ hold_until = max(hold_until, now + retryAfter) ┌──────┐
+//	│ open │ ───────────────────────────────────────────────▶│ held │◀─┐
+//	└──────┘                                                  └──────┘  │
+//	   ▲                                  now ≥ hold_until       │     │ probe reports
+//	   │                                  (or operator resume)   ▼     │ backpressure
+//	   │  probe succeeds (2xx; ack in   ┌─────────┐ claim takes ┌───────┴────┐
+//	   └─────────────── ack mode) ──────│ probing │────────────▶│ probe in   │
+//	      and now ≥ hold_until          │ (idle)  │ exactly one │ flight     │
+//	                                    └─────────┘◀────────────└────────────┘
+//	                                         probe fails, job-scope defer,
+//	                                         lease lost: next job probes
 //
 // Rules the scripts implement (semantics.md §4):
 //   - Release times are compared, never Retry-After values: the latest wins.
