@@ -71,10 +71,14 @@ type Daemon struct {
 // DaemonConfig is the YAML a test daemon runs with; %REDIS% and %LISTEN% are filled in.
 type DaemonConfig struct {
 	RedisAddr string
+	// RedisAddrs, when set, points the daemon at a Redis Cluster instead.
+	RedisAddrs []string
 	// YAML is everything below the redis/http sections (defaults:, queues:, …).
 	YAML string
 	// Env adds environment variables (e.g. signing secrets).
 	Env []string
+	// LogLevel defaults to debug, so a failing test shows every decision.
+	LogLevel string
 }
 
 // StartDaemon writes the config, starts simpleqd serve and waits for /readyz.
@@ -82,7 +86,14 @@ func StartDaemon(t testing.TB, c DaemonConfig) *Daemon {
 	t.Helper()
 	dir := t.TempDir()
 	port := redistest.FreePort(t)
-	cfg := fmt.Sprintf("redis:\n  addr: %q\nhttp:\n  listen: 127.0.0.1:%d\nlog:\n  level: debug\n%s\n", c.RedisAddr, port, c.YAML)
+	if c.LogLevel == "" {
+		c.LogLevel = "debug"
+	}
+	redisYAML := fmt.Sprintf("addr: %q", c.RedisAddr)
+	if len(c.RedisAddrs) > 0 {
+		redisYAML = fmt.Sprintf("addrs: [%s]", strings.Join(c.RedisAddrs, ", "))
+	}
+	cfg := fmt.Sprintf("redis:\n  %s\nhttp:\n  listen: 127.0.0.1:%d\nlog:\n  level: %s\n%s\n", redisYAML, port, c.LogLevel, c.YAML)
 	path := filepath.Join(dir, "simpleqd.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
 	d := &Daemon{t: t, URL: "http://127.0.0.1:" + strconv.Itoa(port), Config: path,
