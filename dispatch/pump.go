@@ -83,26 +83,29 @@ func (p *pump) run(ctx context.Context) {
 		if free > p.d.opts.ClaimBatch {
 			free = p.d.opts.ClaimBatch
 		}
+		// With every local slot busy the claim takes nothing (max 0) but still
+		// runs the queue's housekeeping, so lifetimes end, purges happen and
+		// lost leases return on time while deliveries are slow; it tells when
+		// that is next due. A finished delivery wakes the loop for new work.
+		free = max(free, 0)
 		wait := time.Duration(-1)
-		if free > 0 {
-			res, err := p.d.opts.Store.Claim(ctx, q, free)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				log.Warn("claim failed; retrying", zap.Error(err), zap.Duration("in", errDelay))
-				wait = errDelay
-				errDelay = min(errDelay*2, 5*time.Second)
-			} else {
-				errDelay = 50 * time.Millisecond
-				for _, j := range res.Jobs {
-					p.start(q, j, log)
-				}
-				if res.Word == store.Claimed && len(res.Jobs) == free {
-					continue // there may be more due and we may have slots
-				}
-				wait = res.WakeIn
+		res, err := p.d.opts.Store.Claim(ctx, q, free)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
 			}
+			log.Warn("claim failed; retrying", zap.Error(err), zap.Duration("in", errDelay))
+			wait = errDelay
+			errDelay = min(errDelay*2, 5*time.Second)
+		} else {
+			errDelay = 50 * time.Millisecond
+			for _, j := range res.Jobs {
+				p.start(q, j, log)
+			}
+			if free > 0 && res.Word == store.Claimed && len(res.Jobs) == free {
+				continue // there may be more due and we may have slots
+			}
+			wait = res.WakeIn
 		}
 		if wait < 0 || wait > p.d.opts.SafetyWake {
 			wait = p.d.opts.SafetyWake

@@ -5,6 +5,8 @@
 -- KEYS: the queue keys of lib.lua.
 -- ARGV[1..17]: queue parameters (lib.lua).
 -- ARGV[18]: max, the most jobs this caller can take now (its free local slots).
+--           0: housekeeping only (a caller whose slots are all busy); the
+--           reply is BUSY with the time the housekeeping is next needed.
 -- ARGV[19]: token prefix, unique per call (from Go); job i's lease token is prefix..":"..i.
 -- Returns {word, wake_ms, jobs...}:
 --   wake_ms: milliseconds (Redis clock) until this queue next needs a claim
@@ -30,6 +32,11 @@ local function reply(word)
   if w < 0 then w = 0 end
   return { word, w }
 end
+
+-- No free slot: only the housekeeping above was wanted, so that lifetimes,
+-- retention purges and expired leases are handled on time even while every
+-- slot of the caller is busy. Its own freed slot wakes it for the rest.
+if max <= 0 then return reply('BUSY') end
 
 local st = redis.call('HMGET', K_STATE, 'paused', 'hold', 'hold_until', 'probe_job')
 if st[1] == '1' then return reply('PAUSED') end
