@@ -25,10 +25,26 @@ type Backend interface {
 	QueueStatus(ctx context.Context, q config.Queue) (store.QueueStatus, error)
 	// Ping reports whether Redis is reachable and the scripts are loaded.
 	Ping(ctx context.Context) error
+
+	// The operator's administration (simpleqd additions to the contract).
+
+	// ListDead returns one page of the queue's dead-letter list, newest death
+	// first, and the cursor of the next page ("" after the last). A cursor it
+	// did not issue for this queue is a *store.InvalidCursorError.
+	ListDead(ctx context.Context, q config.Queue, limit int, cursor string) ([]*store.Job, string, error)
+	// Replay moves the listed dead jobs back to pending and reports how many
+	// moved; ids that are not dead jobs of q are skipped, not errors.
+	Replay(ctx context.Context, q config.Queue, ids []string) (int, error)
+	// ReplayAll moves every dead job of q back to pending.
+	ReplayAll(ctx context.Context, q config.Queue) (int, error)
+	// Pause stops every delivery of q, fleet-wide, until Resume.
+	Pause(ctx context.Context, q config.Queue, reason string) error
+	// Resume ends a pause and cuts a backpressure hold short (the queue probes).
+	Resume(ctx context.Context, q config.Queue) error
 }
 
-// Waker is told about every publish so dispatchers (this daemon's and, through
-// Redis, the fleet's) wake up without polling.
+// Waker is told about every publish, replay and resume so dispatchers (this
+// daemon's and, through Redis, the fleet's) wake up without polling.
 type Waker interface {
 	Wake(queue string)
 }

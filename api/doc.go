@@ -16,11 +16,11 @@
 //     precision survive to the webhook.
 //   - Request logs never contain payloads or API keys.
 //
-// Layout: one file per resource (jobs.go, callbacks.go, queues.go, health.go)
-// each with a register*Routes method called from server.go; shared request
-// plumbing lives in auth.go, validate.go (body reading and field validation)
-// and errors.go (error bodies and backend error mapping). A new resource (for
-// example dead-letter administration) adds one file with its own
-// register*Routes method and reuses lookupQueue, readObject, the validator,
-// queueView/jobView and backendError.
+// Layout: one file per resource (jobs.go, callbacks.go, queues.go, health.go,
+// admin.go for dead letters, replay and pause/resume) each with a
+// register*Routes method called from server.go; shared request plumbing lives
+// in auth.go, validate.go (body reading and field validation) and errors.go
+// (error bodies and backend error mapping). A new resource adds one file with
+// its own register*Routes method and reuses lookupQueue, readObject, the
+// validator, queueView/jobView and backendError.
 package api

@@ -34,6 +34,76 @@ type fakeBackend struct {
 	callbackFn func(q config.Queue, cb store.Callback) error
 	statusFn   func(q config.Queue) (store.QueueStatus, error)
 	pingErr    error
+
+	admin       []adminCall
+	listDeadFn  func(q config.Queue, limit int, cursor string) ([]*store.Job, string, error)
+	replayFn    func(q config.Queue, ids []string) (int, error)
+	replayAllFn func(q config.Queue) (int, error)
+	pauseFn     func(q config.Queue, reason string) error
+	resumeFn    func(q config.Queue) error
+}
+
+// adminCall records one administration call: which method, on which queue,
+// with which arguments.
+type adminCall struct {
+	Method string
+	Queue  string
+	Limit  int
+	Cursor string
+	IDs    []string
+	Reason string
+}
+
+func (f *fakeBackend) record(c adminCall) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.admin = append(f.admin, c)
+}
+
+func (f *fakeBackend) adminCalls() []adminCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]adminCall(nil), f.admin...)
+}
+
+func (f *fakeBackend) ListDead(_ context.Context, q config.Queue, limit int, cursor string) ([]*store.Job, string, error) {
+	f.record(adminCall{Method: "ListDead", Queue: q.Name, Limit: limit, Cursor: cursor})
+	if f.listDeadFn != nil {
+		return f.listDeadFn(q, limit, cursor)
+	}
+	return []*store.Job{}, "", nil
+}
+
+func (f *fakeBackend) Replay(_ context.Context, q config.Queue, ids []string) (int, error) {
+	f.record(adminCall{Method: "Replay", Queue: q.Name, IDs: ids})
+	if f.replayFn != nil {
+		return f.replayFn(q, ids)
+	}
+	return len(ids), nil
+}
+
+func (f *fakeBackend) ReplayAll(_ context.Context, q config.Queue) (int, error) {
+	f.record(adminCall{Method: "ReplayAll", Queue: q.Name})
+	if f.replayAllFn != nil {
+		return f.replayAllFn(q)
+	}
+	return 0, nil
+}
+
+func (f *fakeBackend) Pause(_ context.Context, q config.Queue, reason string) error {
+	f.record(adminCall{Method: "Pause", Queue: q.Name, Reason: reason})
+	if f.pauseFn != nil {
+		return f.pauseFn(q, reason)
+	}
+	return nil
+}
+
+func (f *fakeBackend) Resume(_ context.Context, q config.Queue) error {
+	f.record(adminCall{Method: "Resume", Queue: q.Name})
+	if f.resumeFn != nil {
+		return f.resumeFn(q)
+	}
+	return nil
 }
 
 func (f *fakeBackend) Publish(_ context.Context, q config.Queue, jobs []store.NewJob) ([]store.Published, error) {

@@ -19,7 +19,8 @@ type Options struct {
 	// Backend stores and reads jobs and queue state (Redis in the daemon).
 	Backend Backend
 	// Waker is told the queue name after a publish stored at least one new
-	// job, so dispatchers start without polling. Nil means nobody to wake.
+	// job, a replay moved jobs back or a resume, so dispatchers start without
+	// polling. Nil means nobody to wake.
 	Waker Waker
 	// Queues returns the currently configured queues by name. Nil means none.
 	Queues Queues
@@ -75,13 +76,14 @@ func New(opts Options) *Server {
 // listener (or to wrap, e.g. to add /metrics, which needs no key).
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// routes registers every resource's routes. New resources (dead letters,
-// pause/resume) add their own register method here.
+// routes registers every resource's routes; each resource's file has its own
+// register method (admin.go: dead letters, replay, pause/resume).
 func (s *Server) routes() {
 	s.registerHealthRoutes()
 	s.registerJobRoutes()
 	s.registerCallbackRoutes()
 	s.registerQueueRoutes()
+	s.registerAdminRoutes()
 }
 
 // jsonFallback answers unknown paths and wrong methods with the contract's

@@ -1,6 +1,7 @@
 // Package daemon wires one simpleqd process: Redis (or the embedded store),
-// the scripts, the HTTP API, the dispatcher and the wake-up bus. It owns the
-// order of start-up and shutdown, so main stays a thin command line.
+// the scripts, the HTTP API and /metrics, the dispatcher and the wake-up bus.
+// It owns the order of start-up and shutdown, so main stays a thin command
+// line.
 package daemon
 
 import (
@@ -21,8 +22,16 @@ import (
 	"github.com/simpleq/simpleqd/api"
 	"github.com/simpleq/simpleqd/config"
 	"github.com/simpleq/simpleqd/dispatch"
+	"github.com/simpleq/simpleqd/metrics"
 	"github.com/simpleq/simpleqd/store"
 	"github.com/simpleq/simpleqd/wakeup"
+)
+
+// Redis timeouts: short enough that the API answers 503 quickly while Redis
+// is away instead of hanging, long enough for a script over a large batch.
+const (
+	dialTimeout = time.Second
+	ioTimeout   = 3 * time.Second
 )
 
 // Version is reported in the webhook User-Agent; set at build time with -ldflags.
@@ -37,6 +46,8 @@ type Daemon struct {
 	mini  *miniredis.Miniredis
 	disp  *dispatch.Dispatcher
 	bus   *wakeup.Bus
+	// metrics is this daemon's Prometheus registry, served on /metrics.
+	metrics *metrics.Metrics
 
 	listener net.Listener
 	ready    atomic.Bool
@@ -58,9 +69,12 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 		return nil, fmt.Errorf("prepare scripts: %w", err)
 	}
 	d.store = st
+	d.metrics = metrics.New(metrics.Options{Status: d.queueStatuses, Logger: log})
+	d.metrics.InitQueues(cfg.QueueNames())
 	d.disp = dispatch.New(dispatch.Options{
 		Store:      st,
 		Deliverer:  &dispatch.Deliverer{Client: dispatch.NewHTTPClient(), UserAgent: "simpleqd/" + Version},
+		Observer:   d.metrics,
 		Logger:     log,
 		ClaimBatch: cfg.Dispatch.ClaimBatch,
 		Grace:      cfg.ShutdownGrace,
@@ -83,10 +97,12 @@ func connect(rc config.Redis, log *zap.Logger) (redis.UniversalClient, *miniredi
 		return redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true}), m, nil
 	case len(rc.Addrs) > 0:
 		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs, Username: rc.Username,
-			Password: rc.Password, ContextTimeoutEnabled: true}), nil, nil
+			Password: rc.Password, ContextTimeoutEnabled: true, DialTimeout: dialTimeout,
+			ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: ioTimeout, MaxRetries: 1}), nil, nil
 	default:
 		return redis.NewClient(&redis.Options{Addr: rc.Addr, Username: rc.Username, Password: rc.Password,
-			DB: rc.DB, ContextTimeoutEnabled: true}), nil, nil
+			DB: rc.DB, ContextTimeoutEnabled: true, DialTimeout: dialTimeout,
+			ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: ioTimeout, MaxRetries: 1}), nil, nil
 	}
 }
 
@@ -110,6 +126,7 @@ func (d *Daemon) Reload(cfg *config.Config) {
 		cfg.Redis, cfg.HTTP.Listen = old.Redis, old.HTTP.Listen
 	}
 	d.cfg.Store(cfg)
+	d.metrics.InitQueues(cfg.QueueNames())
 	d.disp.SetQueues(cfg.Queues)
 	d.log.Info("configuration reloaded", zap.Int("queues", len(cfg.Queues)))
 }
@@ -217,7 +234,37 @@ func (d *Daemon) handler() http.Handler {
 		MaxPayloadBytes: d.cfg.Load().HTTP.MaxPayloadBytes,
 		Logger:          d.log.Named("api"),
 	})
-	return srv.Handler()
+	// /metrics sits beside the API rather than inside it: it needs no key
+	// (api.md) and is Prometheus text, not the API's JSON.
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", d.metrics.Handler())
+	mux.Handle("/", srv.Handler())
+	return mux
+}
+
+// queueStatuses reads every configured queue's status for the metrics
+// gauges at scrape time. Queues that cannot be read are left out and
+// reported in the error; the others are still returned.
+func (d *Daemon) queueStatuses(ctx context.Context) ([]store.QueueStatus, error) {
+	cfg := d.cfg.Load()
+	out := make([]store.QueueStatus, 0, len(cfg.Queues))
+	var errs []error
+	for _, name := range cfg.QueueNames() {
+		q := cfg.Queues[name]
+		if q.Name == "" {
+			q.Name = name
+		}
+		st, err := d.store.QueueStatus(ctx, q)
+		if err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		out = append(out, st)
+	}
+	return out, errors.Join(errs...)
 }
 
 // backend adapts the store for the API: callbacks that free a slot or reopen
@@ -225,7 +272,17 @@ func (d *Daemon) handler() http.Handler {
 type backend struct{ d *Daemon }
 
 func (b backend) Publish(ctx context.Context, q config.Queue, jobs []store.NewJob) ([]store.Published, error) {
-	return b.d.store.Publish(ctx, q, jobs)
+	res, err := b.d.store.Publish(ctx, q, jobs)
+	if err == nil {
+		n := 0
+		for _, p := range res {
+			if !p.Duplicate {
+				n++
+			}
+		}
+		b.d.metrics.Published(q.Name, n)
+	}
+	return res, err
 }
 
 func (b backend) GetJob(ctx context.Context, q config.Queue, id string) (*store.Job, error) {
@@ -237,6 +294,7 @@ func (b backend) Callback(ctx context.Context, q config.Queue, cb store.Callback
 	if err != nil {
 		return err
 	}
+	b.d.metrics.Callback(q.Name, cb, res)
 	if res.Word != "ACKED" {
 		b.d.bus.Notify(q.Name)
 	}
@@ -256,6 +314,47 @@ func (b backend) Callback(ctx context.Context, q config.Queue, cb store.Callback
 
 func (b backend) QueueStatus(ctx context.Context, q config.Queue) (store.QueueStatus, error) {
 	return b.d.store.QueueStatus(ctx, q)
+}
+
+// The administration calls forward to the store; the API wakes the fleet's
+// pumps itself (Waker) after a replay or resume.
+
+func (b backend) ListDead(ctx context.Context, q config.Queue, limit int, cursor string) ([]*store.Job, string, error) {
+	return b.d.store.ListDead(ctx, q, limit, cursor)
+}
+
+func (b backend) Replay(ctx context.Context, q config.Queue, ids []string) (int, error) {
+	n, err := b.d.store.Replay(ctx, q, ids)
+	if err == nil {
+		b.d.log.Info("dead jobs replayed", zap.String("queue", q.Name), zap.Int("requested", len(ids)), zap.Int("replayed", n))
+	}
+	return n, err
+}
+
+func (b backend) ReplayAll(ctx context.Context, q config.Queue) (int, error) {
+	n, err := b.d.store.ReplayAll(ctx, q)
+	if err == nil {
+		b.d.log.Info("all dead jobs replayed", zap.String("queue", q.Name), zap.Int("replayed", n))
+	} else if n > 0 {
+		b.d.log.Warn("replay of all dead jobs interrupted", zap.String("queue", q.Name), zap.Int("replayed", n), zap.Error(err))
+	}
+	return n, err
+}
+
+func (b backend) Pause(ctx context.Context, q config.Queue, reason string) error {
+	err := b.d.store.Pause(ctx, q, reason)
+	if err == nil {
+		b.d.log.Info("queue paused by operator", zap.String("queue", q.Name), zap.String("reason", reason))
+	}
+	return err
+}
+
+func (b backend) Resume(ctx context.Context, q config.Queue) error {
+	err := b.d.store.Resume(ctx, q)
+	if err == nil {
+		b.d.log.Info("queue resumed by operator", zap.String("queue", q.Name))
+	}
+	return err
 }
 
 func (b backend) Ping(ctx context.Context) error {

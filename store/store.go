@@ -87,7 +87,8 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	for _, v := range ok {
 		if !v {
-			return fmt.Errorf("%w: scripts not loaded", ErrUnavailable)
+			// Redis restarted (the script cache is not persisted): load again.
+			return s.Load(ctx)
 		}
 	}
 	return nil

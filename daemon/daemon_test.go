@@ -1,0 +1,213 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/simpleq/simpleqd/config"
+)
+
+const key = "sk_daemon_test"
+
+// startDaemon runs a daemon on the embedded store with one queue pointing at
+// webhook, and returns its base URL.
+func startDaemon(t *testing.T, webhook string, maxAttempts int) string {
+	t.Helper()
+	cfg := config.Default()
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.ShutdownGrace = time.Second
+	cfg.Auth.APIKeys = []string{key}
+	s := cfg.Defaults
+	s.MaxAttempts = maxAttempts
+	s.Timeout = 2 * time.Second
+	s.Backoff = config.Backoff{Type: "fixed", Base: 10 * time.Millisecond, Max: 10 * time.Millisecond}
+	cfg.Queues = map[string]config.Queue{"emails": {Name: "emails", WebhookURL: webhook, SigningSecret: "s", QueueSettings: s}}
+	d, err := New(cfg, zap.NewNop())
+	require.NoError(t, err)
+	addr, err := d.Listen()
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	base := "http://" + addr.String()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 10*time.Millisecond)
+	return base
+}
+
+func call(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, r)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func scrape(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics") // no key: api.md says /metrics needs none
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestMetricsWiring(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer hook.Close()
+	base := startDaemon(t, hook.URL, 3)
+
+	text := scrape(t, base)
+	require.Contains(t, text, `simpleqd_deliveries_total{outcome="success",queue="emails"} 0`, "series exist before the first event")
+	require.Contains(t, text, `simpleqd_queue_hold_state{queue="emails",state="open"} 1`)
+
+	code, body := call(t, http.MethodPost, base+"/v1/queues/emails/jobs", `{"payload":{"n":1}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = call(t, http.MethodPost, base+"/v1/queues/emails/jobs", `{"payload":{"n":2},"idempotencyKey":"k"}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = call(t, http.MethodPost, base+"/v1/queues/emails/jobs", `{"payload":{"n":2},"idempotencyKey":"k"}`)
+	require.Equal(t, http.StatusOK, code, body)
+
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(t, base), `simpleqd_deliveries_total{outcome="success",queue="emails"} 2`)
+	}, 10*time.Second, 20*time.Millisecond)
+	text = scrape(t, base)
+	require.Contains(t, text, `simpleqd_jobs_published_total{queue="emails"} 2`, "an idempotent repeat is not a publish")
+	require.Contains(t, text, `simpleqd_publish_to_delivery_seconds_count{queue="emails"} 2`)
+	require.Contains(t, text, `simpleqd_delivery_duration_seconds_count{queue="emails"} 2`)
+	require.Contains(t, text, `simpleqd_jobs{queue="emails",status="pending"} 0`)
+	require.Contains(t, text, `simpleqd_queue_status_up 1`)
+
+	// Every other path is still the API's (JSON 404 for an unknown one).
+	code, _ = call(t, http.MethodGet, base+"/v1/nope", "")
+	require.Equal(t, http.StatusNotFound, code)
+}
+
+func TestAdminWiring(t *testing.T) {
+	t.Parallel()
+	var fail atomic.Bool
+	fail.Store(true)
+	var hits atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if fail.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer hook.Close()
+	base := startDaemon(t, hook.URL, 1)
+
+	ids := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		code, body := call(t, http.MethodPost, base+"/v1/queues/emails/jobs", `{"payload":{}}`)
+		require.Equal(t, http.StatusCreated, code, body)
+		var p struct{ ID string }
+		require.NoError(t, json.Unmarshal([]byte(body), &p))
+		ids[p.ID] = true
+	}
+	type page struct {
+		Jobs []struct {
+			ID, Status string
+			DeadReason *string
+		}
+		NextCursor *string
+	}
+	var got []string
+	require.Eventually(t, func() bool {
+		got = got[:0]
+		cursor := ""
+		for {
+			code, body := call(t, http.MethodGet, base+"/v1/queues/emails/dead?limit=2&cursor="+cursor, "")
+			require.Equal(t, http.StatusOK, code, body)
+			var p page
+			require.NoError(t, json.Unmarshal([]byte(body), &p))
+			for _, j := range p.Jobs {
+				require.Equal(t, "dead", j.Status)
+				require.Equal(t, "max_attempts_exhausted", *j.DeadReason)
+				got = append(got, j.ID)
+			}
+			if p.NextCursor == nil {
+				return len(got) == 3
+			}
+			cursor = *p.NextCursor
+		}
+	}, 10*time.Second, 20*time.Millisecond)
+	for _, id := range got {
+		require.True(t, ids[id])
+	}
+	require.Contains(t, scrape(t, base), `simpleqd_jobs_dead_total{queue="emails",reason="max_attempts_exhausted"} 3`)
+
+	code, body := call(t, http.MethodGet, base+"/v1/queues/emails/dead?cursor=bogus", "")
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, `"cursor"`)
+
+	// Pause, replay one job: it waits, undelivered, until resume.
+	code, body = call(t, http.MethodPost, base+"/v1/queues/emails/pause", `{"reason":"maintenance"}`)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"hold":{"state":"paused","until":null,"probeJobId":null,"reason":"maintenance"}`)
+	fail.Store(false)
+	before := hits.Load()
+	code, body = call(t, http.MethodPost, base+"/v1/queues/emails/dead/replay", `{"ids":["`+got[0]+`","`+got[0]+`"]}`)
+	require.Equal(t, http.StatusOK, code, body)
+	require.JSONEq(t, `{"replayed":1}`, body)
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, before, hits.Load(), "nothing is delivered while paused")
+	code, body = call(t, http.MethodGet, base+"/v1/queues/emails", "")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"counts":{"pending":1,"processing":0,"awaitingAck":0,"dead":2}`)
+
+	code, body = call(t, http.MethodPost, base+"/v1/queues/emails/resume", "")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"state":"open"`)
+	code, body = call(t, http.MethodPost, base+"/v1/queues/emails/dead/replay", `{"all":true}`)
+	require.Equal(t, http.StatusOK, code, body)
+	require.JSONEq(t, `{"replayed":2}`, body)
+	require.Eventually(t, func() bool {
+		_, body := call(t, http.MethodGet, base+"/v1/queues/emails", "")
+		return strings.Contains(body, `"counts":{"pending":0,"processing":0,"awaitingAck":0,"dead":0}`)
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(t, base), `simpleqd_deliveries_total{outcome="success",queue="emails"} 3`)
+	}, 10*time.Second, 20*time.Millisecond)
+}
