@@ -110,7 +110,7 @@ for i, id in ipairs(ids) do
       m.o = scores[i]
       if probing then m.pr = 1 else m.pr = nil end
       hset[#hset + 1] = id
-      hset[#hset + 1] = cjson.encode(m) .. '\n' .. payload
+      hset[#hset + 1] = encode_meta(m) .. '\n' .. payload
       inflight[#inflight + 1] = now + P.lease
       inflight[#inflight + 1] = id
       starts[#starts + 1] = now

@@ -9,7 +9,12 @@
 --   K_HIST      KEYS[4]  HASH  job id -> history entries, JSON objects joined by ",".
 --   K_STATE     KEYS[5]  HASH  queue state: hold, hold_until, probe_job, reason,
 --                              paused, pause_reason, n_pending, n_awaiting.
---   K_LIFETIMES KEYS[6]  ZSET  waiting job id -> end of its delivery lifetime (ms).
+--   K_LIFETIMES KEYS[6]  ZSET  job id -> end of its delivery lifetime (ms), for
+--                              jobs waiting again after a delivery (state r) only.
+--                              Pending jobs need no index: their lifetime ends
+--                              jobLifetime after their due time, so they expire
+--                              in due order from the front of K_WAITING. That
+--                              saves one sorted-set entry per waiting job.
 --   K_DEAD      KEYS[7]  ZSET  dead job id -> time it died (ms).
 --   K_PURGE     KEYS[8]  ZSET  terminal job id -> time it may be purged (ms).
 --   K_IDEM      KEYS[9]  HASH  idempotency key -> job id.
@@ -27,7 +32,7 @@
 --
 -- Job meta fields (short names keep memory per waiting job small):
 --   c createdAt ms, s first scheduled delivery ms, x lifetime end ms, st state,
---   a attempts spent, d defers spent, k idempotency key, o order score (due time
+--   a attempts spent, d defers spent (both omitted while 0), k idempotency key, o order score (due time
 --   when last claimed), t lease token (in flight only), pr probe flag, e last
 --   error, dr dead reason, ca completed/dead at ms, sc last webhook status code.
 -- States st: p pending (never delivered, waiting), r waiting again (retry/defer),
@@ -73,7 +78,20 @@ end
 
 local function split_record(rec)
   local i = string.find(rec, '\n', 1, true)
-  return cjson.decode(string.sub(rec, 1, i - 1)), string.sub(rec, i + 1)
+  local m = cjson.decode(string.sub(rec, 1, i - 1))
+  m.a = m.a or 0
+  m.d = m.d or 0
+  return m, string.sub(rec, i + 1)
+end
+
+-- Encodes job meta, leaving out zero counters (most waiting jobs have them).
+local function encode_meta(m)
+  local a, d = m.a, m.d
+  if a == 0 then m.a = nil end
+  if d == 0 then m.d = nil end
+  local s = cjson.encode(m)
+  m.a, m.d = a, d
+  return s
 end
 
 local function load(id)
@@ -83,7 +101,7 @@ local function load(id)
 end
 
 local function save(id, m, payload)
-  redis.call('HSET', K_JOBS, id, cjson.encode(m) .. '\n' .. payload)
+  redis.call('HSET', K_JOBS, id, encode_meta(m) .. '\n' .. payload)
 end
 
 local function hist_append(id, entry)
@@ -112,6 +130,7 @@ local function leave_inflight(id, m)
   if m.st == 'w' then redis.call('HINCRBY', K_STATE, 'n_awaiting', -1) end
   m.t = nil
   m.pr = nil
+  m.sc = nil -- the webhook status of the delivery that just ended
 end
 
 local function backoff_ms(attempts)
@@ -151,7 +170,7 @@ local function to_waiting(id, m, payload, due)
   end
   save(id, m, payload)
   redis.call('ZADD', K_WAITING, due, id)
-  redis.call('ZADD', K_LIFETIMES, m.x, id)
+  if m.st == 'r' then redis.call('ZADD', K_LIFETIMES, m.x, id) end
 end
 
 local function entry(m, status, now)
@@ -260,10 +279,11 @@ local function maintain(now)
       if not m then
         redis.call('ZREM', K_INFLIGHT, id)
       elseif m.st == 'w' then
+        -- The webhook did answer (its 2xx is m.sc); the worker never reported.
         if P.ack_action == 'dead' then
-          on_failure(id, m, payload, now, 'failed', nil, 'ack timeout', true, 'ack_timeout')
+          on_failure(id, m, payload, now, 'failed', m.sc, 'ack timeout', true, 'ack_timeout')
         else
-          on_failure(id, m, payload, now, 'failed', nil, 'ack timeout', true, nil)
+          on_failure(id, m, payload, now, 'failed', m.sc, 'ack timeout', true, nil)
         end
       else
         on_failure(id, m, payload, now, 'failed', nil, 'delivery lease expired (daemon lost)', true, nil)
@@ -271,19 +291,36 @@ local function maintain(now)
     end
     consider(K_INFLIGHT)
   end
-  if consider(K_LIFETIMES) then
-    local ids = redis.call('ZRANGEBYSCORE', K_LIFETIMES, '-inf', now, 'LIMIT', 0, P.batch)
-    for _, id in ipairs(ids) do
-      redis.call('ZREM', K_LIFETIMES, id)
-      if redis.call('ZREM', K_WAITING, id) == 1 then
-        local m, payload = load(id)
-        if m then
-          if m.st == 'p' then redis.call('HINCRBY', K_STATE, 'n_pending', -1) end
-          to_dead(id, m, payload, now, 'lifetime_exceeded')
-        end
+  -- Jobs waiting again after a delivery: indexed by lifetime end.
+  local function expire(id)
+    redis.call('ZREM', K_LIFETIMES, id)
+    if redis.call('ZREM', K_WAITING, id) == 1 then
+      local m, payload = load(id)
+      if m then
+        if m.st == 'p' then redis.call('HINCRBY', K_STATE, 'n_pending', -1) end
+        to_dead(id, m, payload, now, 'lifetime_exceeded')
       end
     end
+  end
+  if consider(K_LIFETIMES) then
+    local ids = redis.call('ZRANGEBYSCORE', K_LIFETIMES, '-inf', now, 'LIMIT', 0, P.batch)
+    for _, id in ipairs(ids) do expire(id) end
     consider(K_LIFETIMES)
+  end
+  -- Pending jobs: due at score, so a job due more than jobLifetime ago has
+  -- outlived it (checked against its own end, in case the setting changed).
+  local stale = redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', now - P.lifetime, 'LIMIT', 0, P.batch)
+  for _, id in ipairs(stale) do
+    local m = load(id)
+    -- A job published under a longer jobLifetime may still be alive: stop
+    -- there rather than re-reading it on every claim; it is checked at claim.
+    if m and m.x > now then break end
+    expire(id)
+  end
+  local head = redis.call('ZRANGE', K_WAITING, 0, 0, 'WITHSCORES')
+  if head[2] then
+    local t = tonumber(head[2]) + P.lifetime
+    if t > now and (next_due == nil or t < next_due) then next_due = t end
   end
   if consider(K_PURGE) then
     local ids = redis.call('ZRANGEBYSCORE', K_PURGE, '-inf', now, 'LIMIT', 0, P.batch)

@@ -34,7 +34,6 @@ for i = 0, n - 1 do
     end
     save(id, m, payload)
     redis.call('ZADD', K_WAITING, due, id)
-    redis.call('ZADD', K_LIFETIMES, m.x, id)
     added = added + 1
     out[#out + 1] = 'NEW'
     out[#out + 1] = id

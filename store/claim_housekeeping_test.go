@@ -43,3 +43,53 @@ func TestClaimZeroRunsHousekeepingOnly(t *testing.T) {
 		require.Equal(t, "lifetime_exceeded", *j.DeadReason)
 	})
 }
+
+// Jobs waiting behind a hold die when their lifetime ends: pending ones found
+// by the due-order scan, retried ones through the lifetime index.
+func TestLifetimeEndsWhileHeld(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("q")
+		q.JobLifetime = 150 * time.Millisecond
+		q.Backoff.Base = time.Millisecond
+		q.Backoff.Max = time.Millisecond
+		retried := publish(t, s, q, `{}`)
+		c, err := s.Claim(ctx, q, 1)
+		require.NoError(t, err)
+		_, err = s.Settle(ctx, q, []store.Outcome{{ID: retried, Token: c.Jobs[0].Token, Kind: store.OutcomeFail, StatusCode: 500}})
+		require.NoError(t, err)
+		pending := publish(t, s, q, `{}`)
+		holder := publish(t, s, q, `{}`)
+		c, err = s.Claim(ctx, q, 3)
+		require.NoError(t, err)
+		var tok string
+		var rest []store.Outcome
+		for _, j := range c.Jobs {
+			if j.ID == holder {
+				tok = j.Token
+			} else {
+				rest = append(rest, store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeRelease})
+			}
+		}
+		require.NotEmpty(t, tok)
+		_, err = s.Settle(ctx, q, rest) // back to waiting, untouched
+		require.NoError(t, err)
+		_, err = s.Settle(ctx, q, []store.Outcome{{ID: holder, Token: tok, Kind: store.OutcomeDefer, RetryAfter: time.Hour}})
+		require.NoError(t, err)
+
+		b.advance(200 * time.Millisecond)
+		held, err := s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Equal(t, store.Held, held.Word)
+		for _, id := range []string{retried, pending} {
+			j, err := s.GetJob(ctx, q, id)
+			require.NoError(t, err)
+			require.Equal(t, store.StatusDead, j.Status, id)
+			require.Equal(t, "lifetime_exceeded", *j.DeadReason)
+		}
+		st, err := s.QueueStatus(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, int64(0), st.Counts.Pending)
+	})
+}

@@ -298,7 +298,7 @@ type meta struct {
 	S  float64 `json:"s"`
 	X  float64 `json:"x"`
 	St string  `json:"st"`
-	A  int     `json:"a"`
+	A  int     `json:"a"` // omitted by lib.lua while 0
 	D  int     `json:"d"`
 	K  *string `json:"k"`
 	E  *string `json:"e"`

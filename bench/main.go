@@ -1,0 +1,826 @@
+// Command bench is simpleqd's load harness. It starts a real redis-server, real
+// simpleqd daemon processes and a no-op webhook, all on loopback, drives them
+// with bounded loads, and prints one table:
+//
+//	go run ./bench                 # the full table (a few minutes)
+//	go run ./bench -quick          # smaller N, for a smoke run
+//
+// Every phase is bounded in count and time and stops by itself. Numbers come
+// from this machine with everything sharing its cores: Redis, the daemons, the
+// webhook and the load generator.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/store"
+)
+
+type options struct {
+	n           int
+	publishN    int
+	batchN      int
+	concurrency int
+	claimBig    int
+	quick       bool
+	keep        bool
+	skipCluster bool
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.n, "n", 20000, "jobs for the end-to-end delivery run")
+	flag.IntVar(&o.publishN, "publish", 20000, "single-job HTTP publishes")
+	flag.IntVar(&o.batchN, "batch", 200000, "jobs published through the batch endpoint")
+	flag.IntVar(&o.concurrency, "concurrency", 50, "queue concurrency")
+	flag.IntVar(&o.claimBig, "claim-big", 1000000, "waiting jobs for the large claim-cost run")
+	flag.BoolVar(&o.quick, "quick", false, "smaller loads (smoke run)")
+	flag.BoolVar(&o.skipCluster, "skip-cluster", false, "skip the Redis Cluster row")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
+	flag.Parse()
+	if o.quick {
+		o.n, o.publishN, o.batchN, o.claimBig = 3000, 3000, 20000, 50000
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type row struct{ name, value, target string }
+
+func run(ctx context.Context, o options) error {
+	work, err := os.MkdirTemp("", "simpleqd-bench-")
+	if err != nil {
+		return err
+	}
+	if !o.keep {
+		defer os.RemoveAll(work)
+	}
+	bin := filepath.Join(work, "simpleqd")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/simpleqd").CombinedOutput(); err != nil {
+		return fmt.Errorf("build simpleqd: %v\n%s", err, out)
+	}
+	hook := newNoopWebhook()
+	defer hook.close()
+
+	var rows []row
+	add := func(name, value, target string) {
+		rows = append(rows, row{name, value, target})
+		fmt.Fprintf(os.Stderr, "  %-58s %s\n", name, value)
+	}
+
+	// Phase 1: one daemon, one Redis.
+	rs, err := startRedis(ctx, work, "r1", false)
+	if err != nil {
+		return err
+	}
+	defer rs.stop()
+	d, err := startDaemon(ctx, bin, work, "d1", []string{rs.addr}, nil, hook.url, o.concurrency, 1)
+	if err != nil {
+		return err
+	}
+	api := newAPI(d.url)
+
+	// HTTP publish throughput: the queue is paused so only publishing runs.
+	if err := api.post(ctx, "/v1/queues/q0/pause", `{}`); err != nil {
+		return err
+	}
+	memBefore, err := rs.usedMemory(ctx)
+	if err != nil {
+		return err
+	}
+	payload := strings.Repeat("x", 180)
+	body := []byte(`{"payload":{"data":"` + payload + `"}}`) // a 200-byte payload
+	start := time.Now()
+	if err := api.publishMany(ctx, "q0", o.publishN, 50, body); err != nil {
+		return err
+	}
+	pubRate := float64(o.publishN) / time.Since(start).Seconds()
+	add("HTTP publish, single-job requests, 50 clients", fmt.Sprintf("%.0f jobs/s", pubRate), "≥ 20,000")
+
+	// Batch publish throughput.
+	start = time.Now()
+	if err := api.publishBatches(ctx, "q0", o.batchN, 1000, 4, payload); err != nil {
+		return err
+	}
+	batchRate := float64(o.batchN) / time.Since(start).Seconds()
+	add("HTTP batch publish (1,000 jobs per request, 4 clients)", fmt.Sprintf("%.0f jobs/s", batchRate), "≥ 100,000")
+
+	// Memory per waiting job: the queue now holds publishN+batchN waiting jobs.
+	waiting := o.publishN + o.batchN
+	memNow, err := rs.usedMemory(ctx)
+	if err != nil {
+		return err
+	}
+	perJob := float64(memNow-memBefore)/float64(waiting) - 200
+	add("Redis memory per waiting job beyond its 200-byte payload", fmt.Sprintf("%.0f bytes", perJob), "≤ 400")
+	// Drop the backlog before the delivery runs.
+	if err := rs.client.FlushAll(ctx).Err(); err != nil {
+		return err
+	}
+	_ = d.stop()
+	d, err = startDaemon(ctx, bin, work, "d1b", []string{rs.addr}, nil, hook.url, o.concurrency, 1)
+	if err != nil {
+		return err
+	}
+	api = newAPI(d.url)
+
+	// End-to-end deliveries/s: N jobs published in batches while paused, then
+	// resumed; commandstats cover publish + claim + delivery + settle.
+	rate, calls, cmds, err := deliveryRun(ctx, api, rs, hook, "q0", o.n, payload)
+	if err != nil {
+		return err
+	}
+	add(fmt.Sprintf("end-to-end deliveries/s, N=%d, concurrency %d, 1 daemon", o.n, o.concurrency), fmt.Sprintf("%.0f /s", rate), "≥ 15,000")
+	add("Redis script calls per delivered job (publish..settle)", fmt.Sprintf("%.2f", calls), "≤ 1.5")
+	add("Redis commands per delivered job (incl. inside scripts)", fmt.Sprintf("%.1f", cmds), "≤ 12")
+
+	// Latency at half load.
+	p50, p99, err := latencyRun(ctx, api, hook, "q1", rate/2, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	add(fmt.Sprintf("publish→delivery latency at half load (%.0f/s) p50 / p99", rate/2),
+		fmt.Sprintf("%.2f ms / %.2f ms", p50, p99), "p50 < 5 ms")
+
+	// Claim cost with 1k vs 1M waiting jobs.
+	small, big, err := claimCost(ctx, rs, o.claimBig, payload)
+	if err != nil {
+		return err
+	}
+	add(fmt.Sprintf("claim+settle cost, 1k waiting vs %s waiting", human(o.claimBig)),
+		fmt.Sprintf("%.0f µs vs %.0f µs (×%.2f)", small, big, big/small), "within ×1.3")
+	_ = d.stop()
+
+	// Scaling: 2 and 3 daemons on one Redis.
+	for _, n := range []int{2, 3} {
+		if err := rs.client.FlushAll(ctx).Err(); err != nil {
+			return err
+		}
+		var ds []*daemonProc
+		for i := 0; i < n; i++ {
+			di, err := startDaemon(ctx, bin, work, fmt.Sprintf("s%d-%d", n, i), []string{rs.addr}, nil, hook.url, o.concurrency, 1)
+			if err != nil {
+				return err
+			}
+			ds = append(ds, di)
+		}
+		rate, _, _, err := deliveryRun(ctx, newAPI(ds[0].url), rs, hook, "q0", o.n, payload)
+		for _, di := range ds {
+			_ = di.stop()
+		}
+		if err != nil {
+			return err
+		}
+		add(fmt.Sprintf("end-to-end deliveries/s, %d daemons, one Redis", n), fmt.Sprintf("%.0f /s", rate), "")
+	}
+	rs.stop()
+
+	if !o.skipCluster {
+		rate, err := clusterRun(ctx, bin, work, hook, o, payload)
+		if err != nil {
+			add("3-master Redis Cluster, 2 daemons, 12 queues", "error: "+err.Error(), "")
+		} else {
+			add("end-to-end deliveries/s, 3-master Redis Cluster, 2 daemons, 12 queues", fmt.Sprintf("%.0f /s", rate), "")
+		}
+	}
+
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "measure\tresult\ttarget")
+	fmt.Fprintln(tw, "-------\t------\t------")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.name, r.value, r.target)
+	}
+	return tw.Flush()
+}
+
+func human(n int) string {
+	if n >= 1000000 {
+		return fmt.Sprintf("%gM", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%dk", n/1000)
+}
+
+// deliveryRun publishes n jobs while the queue is paused, resets Redis'
+// command statistics, resumes, waits for all deliveries and returns the rate
+// and the script calls and commands per delivered job (publish included).
+func deliveryRun(ctx context.Context, api *apiClient, rs *redisProc, hook *noopWebhook, queue string, n int, payload string) (rate, callsPerJob, cmdsPerJob float64, err error) {
+	if err := api.post(ctx, "/v1/queues/"+queue+"/pause", `{}`); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := rs.resetStats(ctx); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := api.publishBatches(ctx, queue, n, 1000, 2, payload); err != nil {
+		return 0, 0, 0, err
+	}
+	base := hook.count.Load()
+	start := time.Now()
+	if err := api.post(ctx, "/v1/queues/"+queue+"/resume", `{}`); err != nil {
+		return 0, 0, 0, err
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for hook.count.Load()-base < int64(n) {
+		if time.Now().After(deadline) {
+			return 0, 0, 0, fmt.Errorf("only %d of %d delivered in 3 minutes", hook.count.Load()-base, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	rate = float64(n) / time.Since(start).Seconds()
+	// Let the last settles land before reading stats.
+	time.Sleep(300 * time.Millisecond)
+	calls, cmds, err := rs.commandStats(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return rate, float64(calls) / float64(n), float64(cmds) / float64(n), nil
+}
+
+// latencyRun publishes single jobs at a steady rate and measures publish
+// start → webhook arrival.
+func latencyRun(ctx context.Context, api *apiClient, hook *noopWebhook, queue string, perSec float64, dur time.Duration) (p50, p99 float64, err error) {
+	if perSec < 50 {
+		perSec = 50
+	}
+	interval := time.Duration(float64(time.Second) / perSec)
+	hook.trackLatency(true)
+	defer hook.trackLatency(false)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	end := time.Now().Add(dur)
+	next := time.Now()
+	var i int64
+	var perr atomic.Value
+	for time.Now().Before(end) {
+		next = next.Add(interval)
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d)
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		i++
+		go func(i int64) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			key := "lat-" + strconv.FormatInt(i, 10)
+			hook.markStart(key)
+			b := []byte(`{"payload":{"k":"` + key + `"}}`)
+			if err := api.publishOne(ctx, queue, b); err != nil {
+				perr.Store(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	time.Sleep(500 * time.Millisecond)
+	if e, ok := perr.Load().(error); ok {
+		return 0, 0, e
+	}
+	lat := hook.latencies()
+	if len(lat) == 0 {
+		return 0, 0, errors.New("no latency samples")
+	}
+	sort.Float64s(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100], nil
+}
+
+// claimCost times store.Claim+Settle directly against queues holding 1k and
+// big waiting jobs: cost per call must not grow with the backlog.
+func claimCost(ctx context.Context, rs *redisProc, big int, payload string) (smallUS, bigUS float64, err error) {
+	st, err := store.New(rs.client, store.Options{Prefix: "claimcost", LeaseMargin: time.Second})
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := st.Load(ctx); err != nil {
+		return 0, 0, err
+	}
+	q := func(name string) config.Queue {
+		c := config.Default().Defaults
+		c.Concurrency = 1000
+		return config.Queue{Name: name, WebhookURL: "http://127.0.0.1:1/", SigningSecret: "s", QueueSettings: c}
+	}
+	fill := func(qq config.Queue, n int) error {
+		jobs := make([]store.NewJob, 0, 1000)
+		for i := 0; i < n; i += 1000 {
+			jobs = jobs[:0]
+			for j := 0; j < 1000 && i+j < n; j++ {
+				jobs = append(jobs, store.NewJob{Payload: json.RawMessage(`{"data":"` + payload + `"}`)})
+			}
+			if _, err := st.Publish(ctx, qq, jobs); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	measure := func(qq config.Queue) (float64, error) {
+		const rounds, per = 200, 5
+		start := time.Now()
+		for i := 0; i < rounds; i++ {
+			res, err := st.Claim(ctx, qq, per)
+			if err != nil {
+				return 0, err
+			}
+			outs := make([]store.Outcome, len(res.Jobs))
+			for k, j := range res.Jobs {
+				outs[k] = store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeOK, StatusCode: 200}
+			}
+			if _, err := st.Settle(ctx, qq, outs); err != nil {
+				return 0, err
+			}
+		}
+		return float64(time.Since(start).Microseconds()) / rounds, nil
+	}
+	small, large := q("small"), q("large")
+	if err := fill(small, 1000+1000); err != nil {
+		return 0, 0, err
+	}
+	fmt.Fprintf(os.Stderr, "  (filling %d waiting jobs for the claim-cost run…)\n", big)
+	if err := fill(large, big); err != nil {
+		return 0, 0, err
+	}
+	// Alternate to spread noise evenly.
+	var s, b float64
+	for i := 0; i < 3; i++ {
+		x, err := measure(small)
+		if err != nil {
+			return 0, 0, err
+		}
+		y, err := measure(large)
+		if err != nil {
+			return 0, 0, err
+		}
+		s, b = s+x, b+y
+	}
+	return s / 3, b / 3, nil
+}
+
+func clusterRun(ctx context.Context, bin, work string, hook *noopWebhook, o options, payload string) (float64, error) {
+	var nodes []*redisProc
+	defer func() {
+		for _, n := range nodes {
+			n.stop()
+		}
+	}()
+	var addrs []string
+	for i := 0; i < 3; i++ {
+		n, err := startRedis(ctx, work, fmt.Sprintf("c%d", i), true)
+		if err != nil {
+			return 0, err
+		}
+		nodes = append(nodes, n)
+		addrs = append(addrs, n.addr)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("cluster create: %v %s", err, out)
+	}
+	for _, n := range nodes {
+		for i := 0; ; i++ {
+			info, _ := n.client.ClusterInfo(ctx).Result()
+			if strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if i > 400 {
+				return 0, errors.New("cluster never became ok")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	const queues = 12
+	var ds []*daemonProc
+	for i := 0; i < 2; i++ {
+		d, err := startDaemon(ctx, bin, work, fmt.Sprintf("cl%d", i), nil, addrs, hook.url, o.concurrency, queues)
+		if err != nil {
+			return 0, err
+		}
+		ds = append(ds, d)
+	}
+	defer func() {
+		for _, d := range ds {
+			_ = d.stop()
+		}
+	}()
+	api := newAPI(ds[0].url)
+	per := o.n / queues
+	for i := 0; i < queues; i++ {
+		if err := api.post(ctx, fmt.Sprintf("/v1/queues/q%d/pause", i), `{}`); err != nil {
+			return 0, err
+		}
+		if err := api.publishBatches(ctx, fmt.Sprintf("q%d", i), per, 1000, 2, payload); err != nil {
+			return 0, err
+		}
+	}
+	base := hook.count.Load()
+	start := time.Now()
+	for i := 0; i < queues; i++ {
+		if err := api.post(ctx, fmt.Sprintf("/v1/queues/q%d/resume", i), `{}`); err != nil {
+			return 0, err
+		}
+	}
+	total := int64(per * queues)
+	deadline := time.Now().Add(3 * time.Minute)
+	for hook.count.Load()-base < total {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("only %d of %d delivered", hook.count.Load()-base, total)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return float64(total) / time.Since(start).Seconds(), nil
+}
+
+// ---- processes ----
+
+type redisProc struct {
+	addr   string
+	cmd    *exec.Cmd
+	client *redis.Client
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func startRedis(ctx context.Context, work, name string, cluster bool) (*redisProc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(work, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
+		"--appendonly", "no", "--protected-mode", "no"}
+	if cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	}
+	cmd := exec.Command("redis-server", args...)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	r := &redisProc{addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd}
+	r.client = redis.NewClient(&redis.Options{Addr: r.addr})
+	for i := 0; ; i++ {
+		if r.client.Ping(ctx).Err() == nil {
+			return r, nil
+		}
+		if i > 200 {
+			r.stop()
+			return nil, errors.New("redis-server did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (r *redisProc) stop() {
+	if r.cmd != nil && r.cmd.Process != nil {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+		r.cmd = nil
+	}
+	_ = r.client.Close()
+}
+
+func (r *redisProc) resetStats(ctx context.Context) error {
+	return r.client.ConfigResetStat(ctx).Err()
+}
+
+// commandStats sums calls from INFO commandstats: script calls (evalsha, eval)
+// and every command, counting those run inside scripts.
+func (r *redisProc) commandStats(ctx context.Context) (scripts, all int64, err error) {
+	info, err := r.client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		name := strings.TrimPrefix(line[:strings.IndexByte(line, ':')], "cmdstat_")
+		fields := line[strings.IndexByte(line, ':')+1:]
+		var calls int64
+		for _, f := range strings.Split(fields, ",") {
+			if strings.HasPrefix(f, "calls=") {
+				calls, _ = strconv.ParseInt(strings.TrimPrefix(f, "calls="), 10, 64)
+			}
+		}
+		switch name {
+		case "config|resetstat", "info", "ping", "config|get", "script|load", "script|exists", "subscribe", "client|setinfo", "hello":
+			continue // the harness's own or connection set-up
+		}
+		if name == "evalsha" || name == "eval" {
+			scripts += calls
+		}
+		all += calls
+	}
+	return scripts, all, nil
+}
+
+func (r *redisProc) usedMemory(ctx context.Context) (int64, error) {
+	info, err := r.client.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if strings.HasPrefix(line, "used_memory:") {
+			return strconv.ParseInt(strings.TrimPrefix(line, "used_memory:"), 10, 64)
+		}
+	}
+	return 0, errors.New("no used_memory in INFO")
+}
+
+type daemonProc struct {
+	url string
+	cmd *exec.Cmd
+}
+
+func startDaemon(ctx context.Context, bin, work, name string, addr, addrs []string, hookURL string, conc, queues int) (*daemonProc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	var y strings.Builder
+	if len(addrs) > 0 {
+		fmt.Fprintf(&y, "redis:\n  addrs: [%s]\n", strings.Join(addrs, ", "))
+	} else {
+		fmt.Fprintf(&y, "redis:\n  addr: %s\n", addr[0])
+	}
+	fmt.Fprintf(&y, "http:\n  listen: 127.0.0.1:%d\n  maxPayloadBytes: 4194304\nlog:\n  level: warn\nqueues:\n", port)
+	for i := 0; i < queues; i++ {
+		fmt.Fprintf(&y, "  q%d:\n    webhookUrl: %s\n    signingSecret: s\n    concurrency: %d\n    maxAttempts: 3\n", i, hookURL, conc)
+	}
+	if queues == 1 {
+		fmt.Fprintf(&y, "  q1:\n    webhookUrl: %s\n    signingSecret: s\n    concurrency: %d\n", hookURL, conc)
+	}
+	path := filepath.Join(work, name+".yaml")
+	if err := os.WriteFile(path, []byte(y.String()), 0o600); err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(work, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "serve", "--config", path)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	d := &daemonProc{url: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd}
+	for i := 0; ; i++ {
+		resp, err := http.Get(d.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return d, nil
+			}
+		}
+		if i > 500 {
+			_ = d.stop()
+			return nil, fmt.Errorf("daemon %s never ready (log %s)", name, logf.Name())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (d *daemonProc) stop() error {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return nil
+	}
+	_ = d.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-done
+	}
+	d.cmd = nil
+	return nil
+}
+
+// ---- HTTP ----
+
+type apiClient struct {
+	base string
+	http *http.Client
+}
+
+func newAPI(base string) *apiClient {
+	return &apiClient{base: base, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128, MaxIdleConns: 256}, Timeout: 60 * time.Second}}
+}
+
+func (a *apiClient) post(ctx context.Context, path, body string) error {
+	req, _ := http.NewRequestWithContext(ctx, "POST", a.base+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, b)
+	}
+	return nil
+}
+
+func (a *apiClient) publishOne(ctx context.Context, queue string, body []byte) error {
+	req, _ := http.NewRequestWithContext(ctx, "POST", a.base+"/v1/queues/"+queue+"/jobs", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		return fmt.Errorf("publish: status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func (a *apiClient) publishMany(ctx context.Context, queue string, n, clients int, body []byte) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if err := a.publishOne(ctx, queue, body); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if e, ok := firstErr.Load().(error); ok {
+		return e
+	}
+	return nil
+}
+
+func (a *apiClient) publishBatches(ctx context.Context, queue string, n, size, clients int, payload string) error {
+	item := `{"payload":{"data":"` + payload + `"}}`
+	var sb strings.Builder
+	sb.WriteString(`{"jobs":[`)
+	for i := 0; i < size; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(item)
+	}
+	sb.WriteString(`]}`)
+	full := []byte(sb.String())
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	batches := (n + size - 1) / size
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				b := next.Add(1)
+				if b > int64(batches) {
+					return
+				}
+				body := full
+				if rest := n - int(b-1)*size; rest < size {
+					var s strings.Builder
+					s.WriteString(`{"jobs":[`)
+					for i := 0; i < rest; i++ {
+						if i > 0 {
+							s.WriteByte(',')
+						}
+						s.WriteString(item)
+					}
+					s.WriteString(`]}`)
+					body = []byte(s.String())
+				}
+				req, _ := http.NewRequestWithContext(ctx, "POST", a.base+"/v1/queues/"+queue+"/jobs/batch", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := a.http.Do(req)
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				rb, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					firstErr.CompareAndSwap(nil, fmt.Errorf("batch publish: %d %s", resp.StatusCode, rb))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if e, ok := firstErr.Load().(error); ok {
+		return e
+	}
+	return nil
+}
+
+// ---- webhook ----
+
+type noopWebhook struct {
+	url   string
+	srv   *http.Server
+	count atomic.Int64
+
+	mu       sync.Mutex
+	tracking bool
+	starts   map[string]time.Time
+	lat      []float64
+}
+
+func newNoopWebhook() *noopWebhook {
+	h := &noopWebhook{starts: map[string]time.Time{}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	h.url = "http://" + l.Addr().String() + "/hook"
+	h.srv = &http.Server{Handler: http.HandlerFunc(h.serve)}
+	go func() { _ = h.srv.Serve(l) }()
+	return h
+}
+
+func (h *noopWebhook) close() { _ = h.srv.Close() }
+
+func (h *noopWebhook) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	h.count.Add(1)
+	h.mu.Lock()
+	if h.tracking {
+		if i := bytes.Index(body, []byte(`"k":"`)); i >= 0 {
+			rest := body[i+5:]
+			if j := bytes.IndexByte(rest, '"'); j >= 0 {
+				key := string(rest[:j])
+				if s, ok := h.starts[key]; ok {
+					h.lat = append(h.lat, float64(time.Since(s).Microseconds())/1000)
+					delete(h.starts, key)
+				}
+			}
+		}
+	}
+	h.mu.Unlock()
+	w.WriteHeader(200)
+}
+
+func (h *noopWebhook) trackLatency(on bool) {
+	h.mu.Lock()
+	h.tracking = on
+	if on {
+		h.lat = nil
+		h.starts = map[string]time.Time{}
+	}
+	h.mu.Unlock()
+}
+
+func (h *noopWebhook) markStart(key string) {
+	h.mu.Lock()
+	h.starts[key] = time.Now()
+	h.mu.Unlock()
+}
+
+func (h *noopWebhook) latencies() []float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]float64(nil), h.lat...)
+}
