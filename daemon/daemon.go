@@ -22,6 +22,7 @@ import (
 	"github.com/simpleq/simpleqd/api"
 	"github.com/simpleq/simpleqd/config"
 	"github.com/simpleq/simpleqd/dispatch"
+	"github.com/simpleq/simpleqd/ingest"
 	"github.com/simpleq/simpleqd/metrics"
 	"github.com/simpleq/simpleqd/store"
 	"github.com/simpleq/simpleqd/wakeup"
@@ -42,10 +43,12 @@ type Daemon struct {
 	log   *zap.Logger
 	cfg   atomic.Pointer[config.Config]
 	store *store.Store
-	rdb   redis.UniversalClient
-	mini  *miniredis.Miniredis
-	disp  *dispatch.Dispatcher
-	bus   *wakeup.Bus
+	// ingest merges concurrent publishes per queue into one script call.
+	ingest *ingest.Coalescer
+	rdb    redis.UniversalClient
+	mini   *miniredis.Miniredis
+	disp   *dispatch.Dispatcher
+	bus    *wakeup.Bus
 	// metrics is this daemon's Prometheus registry, served on /metrics.
 	metrics *metrics.Metrics
 
@@ -69,6 +72,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 		return nil, fmt.Errorf("prepare scripts: %w", err)
 	}
 	d.store = st
+	d.ingest = ingest.New(st)
 	d.metrics = metrics.New(metrics.Options{Status: d.queueStatuses, Logger: log})
 	d.metrics.InitQueues(cfg.QueueNames())
 	d.disp = dispatch.New(dispatch.Options{
@@ -272,7 +276,7 @@ func (d *Daemon) queueStatuses(ctx context.Context) ([]store.QueueStatus, error)
 type backend struct{ d *Daemon }
 
 func (b backend) Publish(ctx context.Context, q config.Queue, jobs []store.NewJob) ([]store.Published, error) {
-	res, err := b.d.store.Publish(ctx, q, jobs)
+	res, err := b.d.ingest.Publish(ctx, q, jobs)
 	if err == nil {
 		n := 0
 		for _, p := range res {

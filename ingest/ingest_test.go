@@ -1,0 +1,78 @@
+package ingest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/ingest"
+	"github.com/simpleq/simpleqd/store"
+)
+
+// slowStore records how many calls it got and answers each job with its payload as id.
+type slowStore struct {
+	calls atomic.Int64
+	jobs  atomic.Int64
+	gate  chan struct{}
+}
+
+func (s *slowStore) Publish(ctx context.Context, q config.Queue, jobs []store.NewJob) ([]store.Published, error) {
+	s.calls.Add(1)
+	s.jobs.Add(int64(len(jobs)))
+	if s.gate != nil {
+		<-s.gate
+	}
+	out := make([]store.Published, len(jobs))
+	for i, j := range jobs {
+		out[i] = store.Published{ID: string(j.Payload)}
+	}
+	return out, nil
+}
+
+func TestConcurrentPublishesAreMergedAndAnsweredIndividually(t *testing.T) {
+	t.Parallel()
+	st := &slowStore{gate: make(chan struct{})}
+	c := ingest.New(st)
+	q := config.Queue{Name: "q"}
+	const n = 200
+	var wg sync.WaitGroup
+	results := make([]string, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			res, err := c.Publish(context.Background(), q, []store.NewJob{{Payload: json.RawMessage(fmt.Sprint(i))}})
+			require.NoError(t, err)
+			results[i] = res[0].ID
+		}(i)
+	}
+	// Let the first call block while the rest queue up, then release all.
+	require.Eventually(t, func() bool { return st.calls.Load() == 1 }, time.Second, time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	close(st.gate)
+	wg.Wait()
+	for i := range results {
+		require.Equal(t, fmt.Sprint(i), results[i], "each caller gets its own job's result")
+	}
+	require.EqualValues(t, n, st.jobs.Load())
+	require.Less(t, st.calls.Load(), int64(n/4), "calls were merged")
+}
+
+func TestIdlePublishGoesAlone(t *testing.T) {
+	t.Parallel()
+	st := &slowStore{}
+	c := ingest.New(st)
+	for i := 0; i < 5; i++ {
+		res, err := c.Publish(context.Background(), config.Queue{Name: "q"}, []store.NewJob{{Payload: json.RawMessage(`1`)}})
+		require.NoError(t, err)
+		require.Len(t, res, 1)
+	}
+	require.EqualValues(t, 5, st.calls.Load())
+}
