@@ -47,6 +47,8 @@ type options struct {
 	quick       bool
 	keep        bool
 	skipCluster bool
+	profile     string
+	only        string
 }
 
 func main() {
@@ -59,6 +61,8 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", false, "smaller loads (smoke run)")
 	flag.BoolVar(&o.skipCluster, "skip-cluster", false, "skip the Redis Cluster row")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
+	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the daemon during the 1-daemon delivery run to this file")
+	flag.StringVar(&o.only, "only", "", "run only this phase: delivery")
 	flag.Parse()
 	if o.quick {
 		o.n, o.publishN, o.batchN, o.claimBig = 3000, 3000, 20000, 50000
@@ -106,6 +110,9 @@ func run(ctx context.Context, o options) error {
 	}
 	api := newAPI(d.url)
 
+	if o.only == "delivery" {
+		o.publishN, o.batchN = 1000, 1000
+	}
 	// HTTP publish throughput: the queue is paused so only publishing runs.
 	if err := api.post(ctx, "/v1/queues/q0/pause", `{}`); err != nil {
 		return err
@@ -144,7 +151,17 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	_ = d.stop()
+	var pprofAddr string
+	if o.profile != "" {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		pprofAddr = "127.0.0.1:" + strconv.Itoa(port)
+		os.Setenv("SIMPLEQD_PPROF_LISTEN", pprofAddr)
+	}
 	d, err = startDaemon(ctx, bin, work, "d1b", []string{rs.addr}, nil, hook.url, o.concurrency, 1)
+	os.Unsetenv("SIMPLEQD_PPROF_LISTEN")
 	if err != nil {
 		return err
 	}
@@ -152,14 +169,30 @@ func run(ctx context.Context, o options) error {
 
 	// End-to-end deliveries/s: N jobs published in batches while paused, then
 	// resumed; commandstats cover publish + claim + delivery + settle.
-	rate, calls, cmds, err := deliveryRun(ctx, api, rs, hook, "q0", o.n, payload)
+	var profDone chan error
+	if pprofAddr != "" {
+		profDone = make(chan error, 1)
+		go func() { profDone <- fetchProfile(ctx, pprofAddr, o.profile) }()
+		time.Sleep(100 * time.Millisecond)
+	}
+	rate, calls, cmds, usec, err := deliveryRunUsec(ctx, api, rs, hook, "q0", o.n, payload)
 	if err != nil {
 		return err
+	}
+	if profDone != nil {
+		if err := <-profDone; err != nil {
+			return err
+		}
 	}
 	add(fmt.Sprintf("end-to-end deliveries/s, N=%d, concurrency %d, 1 daemon", o.n, o.concurrency), fmt.Sprintf("%.0f /s", rate), "≥ 15,000")
 	add("Redis script calls per delivered job (publish..settle)", fmt.Sprintf("%.2f", calls), "≤ 1.5")
 	add("Redis commands per delivered job (incl. inside scripts)", fmt.Sprintf("%.1f", cmds), "≤ 12")
+	add("Redis script time per delivered job (publish..settle)", fmt.Sprintf("%.0f µs", usec), "")
 
+	if o.only == "delivery" {
+		_ = d.stop()
+		return printRows(rows)
+	}
 	// Latency at half load.
 	p50, p99, err := latencyRun(ctx, api, hook, "q1", rate/2, 5*time.Second)
 	if err != nil {
@@ -210,6 +243,10 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
+	return printRows(rows)
+}
+
+func printRows(rows []row) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "measure\tresult\ttarget")
 	fmt.Fprintln(tw, "-------\t------\t------")
@@ -217,6 +254,23 @@ func run(ctx context.Context, o options) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.name, r.value, r.target)
 	}
 	return tw.Flush()
+}
+
+// fetchProfile takes a 3-second CPU profile from the daemon's pprof listener.
+func fetchProfile(ctx context.Context, addr, path string) error {
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/debug/pprof/profile?seconds=3", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
 }
 
 func human(n int) string {
@@ -230,35 +284,41 @@ func human(n int) string {
 // command statistics, resumes, waits for all deliveries and returns the rate
 // and the script calls and commands per delivered job (publish included).
 func deliveryRun(ctx context.Context, api *apiClient, rs *redisProc, hook *noopWebhook, queue string, n int, payload string) (rate, callsPerJob, cmdsPerJob float64, err error) {
+	rate, callsPerJob, cmdsPerJob, _, err = deliveryRunUsec(ctx, api, rs, hook, queue, n, payload)
+	return
+}
+
+// deliveryRunUsec is deliveryRun that also reports Redis script time per job.
+func deliveryRunUsec(ctx context.Context, api *apiClient, rs *redisProc, hook *noopWebhook, queue string, n int, payload string) (rate, callsPerJob, cmdsPerJob, usecPerJob float64, err error) {
 	if err := api.post(ctx, "/v1/queues/"+queue+"/pause", `{}`); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	if err := rs.resetStats(ctx); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	if err := api.publishBatches(ctx, queue, n, 1000, 2, payload); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	base := hook.count.Load()
 	start := time.Now()
 	if err := api.post(ctx, "/v1/queues/"+queue+"/resume", `{}`); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for hook.count.Load()-base < int64(n) {
 		if time.Now().After(deadline) {
-			return 0, 0, 0, fmt.Errorf("only %d of %d delivered in 3 minutes", hook.count.Load()-base, n)
+			return 0, 0, 0, 0, fmt.Errorf("only %d of %d delivered in 3 minutes", hook.count.Load()-base, n)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	rate = float64(n) / time.Since(start).Seconds()
 	// Let the last settles land before reading stats.
 	time.Sleep(300 * time.Millisecond)
-	calls, cmds, err := rs.commandStats(ctx)
+	calls, cmds, usec, err := rs.commandStatsUsec(ctx)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
-	return rate, float64(calls) / float64(n), float64(cmds) / float64(n), nil
+	return rate, float64(calls) / float64(n), float64(cmds) / float64(n), float64(usec) / float64(n), nil
 }
 
 // latencyRun publishes single jobs at a steady rate and measures publish
@@ -518,9 +578,15 @@ func (r *redisProc) resetStats(ctx context.Context) error {
 // commandStats sums calls from INFO commandstats: script calls (evalsha, eval)
 // and every command, counting those run inside scripts.
 func (r *redisProc) commandStats(ctx context.Context) (scripts, all int64, err error) {
+	scripts, all, _, err = r.commandStatsUsec(ctx)
+	return scripts, all, err
+}
+
+// commandStatsUsec also returns the microseconds Redis spent running scripts.
+func (r *redisProc) commandStatsUsec(ctx context.Context) (scripts, all, scriptUsec int64, err error) {
 	info, err := r.client.Info(ctx, "commandstats").Result()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	sc := bufio.NewScanner(strings.NewReader(info))
 	for sc.Scan() {
@@ -530,10 +596,13 @@ func (r *redisProc) commandStats(ctx context.Context) (scripts, all int64, err e
 		}
 		name := strings.TrimPrefix(line[:strings.IndexByte(line, ':')], "cmdstat_")
 		fields := line[strings.IndexByte(line, ':')+1:]
-		var calls int64
+		var calls, usec int64
 		for _, f := range strings.Split(fields, ",") {
 			if strings.HasPrefix(f, "calls=") {
 				calls, _ = strconv.ParseInt(strings.TrimPrefix(f, "calls="), 10, 64)
+			}
+			if strings.HasPrefix(f, "usec=") {
+				usec, _ = strconv.ParseInt(strings.TrimPrefix(f, "usec="), 10, 64)
 			}
 		}
 		switch name {
@@ -542,10 +611,11 @@ func (r *redisProc) commandStats(ctx context.Context) (scripts, all int64, err e
 		}
 		if name == "evalsha" || name == "eval" {
 			scripts += calls
+			scriptUsec += usec
 		}
 		all += calls
 	}
-	return scripts, all, nil
+	return scripts, all, scriptUsec, nil
 }
 
 func (r *redisProc) usedMemory(ctx context.Context) (int64, error) {

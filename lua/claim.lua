@@ -55,7 +55,7 @@ if st[2] == '1' then
       return reply('PROBING')
     end
     -- The probe left the in-flight set without an outcome that cleared it.
-    redis.call('HSET', K_STATE, 'probe_job', '')
+    set_probe('')
   end
   probing = true
   max = 1
@@ -124,7 +124,7 @@ for i, id in ipairs(ids) do
       out[n + 6] = probing and '1' or '0'
       out[n + 7] = payload
       if probing then
-        redis.call('HSET', K_STATE, 'probe_job', id)
+        set_probe(id)
       end
     end
   end

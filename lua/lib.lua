@@ -106,22 +106,35 @@ end
 
 local function hist_append(id, entry)
   local e = cjson.encode(entry)
-  local h = redis.call('HGET', K_HIST, id)
-  if h then e = h .. ',' .. e end
-  redis.call('HSET', K_HIST, id, e)
+  -- Most jobs end with their first entry: one HSETNX instead of HGET + HSET.
+  if redis.call('HSETNX', K_HIST, id, e) == 1 then return end
+  redis.call('HSET', K_HIST, id, redis.call('HGET', K_HIST, id) .. ',' .. e)
 end
 
 local function state_get(field)
   return redis.call('HGET', K_STATE, field)
 end
 
+-- The queue's probe job id, read once per script call and kept in step with
+-- every write through set_probe (settle touches it once per outcome).
+local probe_cache = nil
+local function probe_job()
+  if probe_cache == nil then probe_cache = state_get('probe_job') or '' end
+  return probe_cache
+end
+
+local function set_probe(id)
+  probe_cache = id
+  redis.call('HSET', K_STATE, 'probe_job', id)
+end
+
 local function is_probe(id)
-  return state_get('probe_job') == id
+  return probe_job() == id
 end
 
 -- The probe's delivery ended without success: the next job becomes the probe.
 local function drop_probe(id)
-  if is_probe(id) then redis.call('HSET', K_STATE, 'probe_job', '') end
+  if is_probe(id) then set_probe('') end
 end
 
 -- Leaving the in-flight set: fix the awaiting-ack counter.
@@ -193,7 +206,7 @@ local function on_success(id, m, payload, now, status, code)
   hist_append(id, e)
   redis.call('ZADD', K_PURGE, purge_at(m, now), id)
   if probe then
-    redis.call('HSET', K_STATE, 'probe_job', '')
+    set_probe('')
     local until_ms = tonumber(state_get('hold_until') or '0')
     if now >= until_ms then
       redis.call('HSET', K_STATE, 'hold', '0', 'hold_until', '0')
@@ -236,10 +249,11 @@ local function on_defer(id, m, payload, now, retry_after, scope, reason, code)
   if scope == 'queue' then
     local cur = tonumber(state_get('hold_until') or '0')
     local held = state_get('hold') == '1'
+    -- The latest release wins, and the hold's reason is that defer's: one
+    -- that releases earlier changes neither.
     if not held or release > cur then
-      redis.call('HSET', K_STATE, 'hold_until', release)
+      redis.call('HSET', K_STATE, 'hold', '1', 'hold_until', release, 'reason', reason)
     end
-    redis.call('HSET', K_STATE, 'hold', '1', 'reason', reason)
   end
   drop_probe(id)
   local order = m.o or now

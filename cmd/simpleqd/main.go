@@ -69,6 +69,9 @@ func serve(path string, stderr io.Writer) int {
 	}
 	defer func() { _ = log.Sync() }()
 
+	if addr := os.Getenv("SIMPLEQD_PPROF_LISTEN"); addr != "" {
+		startPprof(addr, log)
+	}
 	d, err := daemon.New(cfg, log)
 	if err != nil {
 		log.Error("start-up failed", zap.Error(err))
