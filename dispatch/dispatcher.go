@@ -14,7 +14,9 @@ import (
 // Store is what the dispatcher needs from package store.
 type Store interface {
 	Claim(ctx context.Context, q config.Queue, max int) (store.ClaimResult, error)
-	Settle(ctx context.Context, q config.Queue, outcomes []store.Outcome) ([]store.Settled, error)
+	// SettleAndClaim records outcomes and claims up to max replacements in
+	// the same script call.
+	SettleAndClaim(ctx context.Context, q config.Queue, outcomes []store.Outcome, max int) ([]store.Settled, store.ClaimResult, error)
 }
 
 // Broadcaster tells every daemon of the fleet that a queue can deliver again

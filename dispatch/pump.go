@@ -58,7 +58,7 @@ func (p *pump) run(ctx context.Context) {
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
-		p.settleLoop(log)
+		p.settleLoop(ctx, log)
 	}()
 	defer func() {
 		p.deliveries.Wait()
@@ -138,18 +138,21 @@ func (p *pump) start(q config.Queue, j store.ClaimedJob, log *zap.Logger) {
 		log.Info("probe delivery", zap.String("job", j.ID), zap.Int("attempt", j.Attempt))
 	}
 	go func() {
-		defer p.deliveries.Done()
+		// deliveries.Done is called by the settle loop once the outcome is
+		// recorded, so run cannot close settleCh while outcomes are pending.
 		began := time.Now()
 		out := p.d.opts.Deliverer.Deliver(p.d.workCtx, q, j)
 		p.settleCh <- settleItem{out: out, started: began, probe: j.Probe}
 	}()
 }
 
-// settleLoop records outcomes, batching whatever has queued up meanwhile. It
-// keeps going after fetching stopped (outcomes must be written) and retries
-// while Redis is unreachable; a lease that expires meanwhile is reaped as a
-// failure, which is the best that can be known.
-func (p *pump) settleLoop(log *zap.Logger) {
+// settleLoop records outcomes, batching whatever has queued up meanwhile, and
+// in the same script call claims jobs for the slots those outcomes freed, so
+// a busy queue refills with one round trip. It keeps going after fetching
+// stopped (outcomes must be written; nothing new is claimed then) and
+// retries while Redis is unreachable; a lease that expires meanwhile is
+// reaped as a failure, which is the best that can be known.
+func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 	batch := make([]settleItem, 0, 256)
 	outs := make([]store.Outcome, 0, 256)
 	for first := range p.settleCh {
@@ -171,7 +174,12 @@ func (p *pump) settleLoop(log *zap.Logger) {
 			outs = append(outs, it.out)
 		}
 		q := *p.q.Load()
-		res := p.settleWithRetry(q, outs, log)
+		refill := 0
+		if p.fetching(fetch) {
+			refill = min(q.Concurrency-int(p.inflight.Load())+len(batch), p.d.opts.ClaimBatch)
+			refill = max(refill, 0)
+		}
+		res, claim := p.settleWithRetry(q, outs, refill, log)
 		reopened := false
 		for i, it := range batch {
 			var s store.Settled
@@ -186,28 +194,53 @@ func (p *pump) settleLoop(log *zap.Logger) {
 				reopened = true
 			}
 		}
+		// Start the replacements before releasing the finished deliveries,
+		// so the pump's WaitGroup never touches zero in between.
+		for _, j := range claim.Jobs {
+			p.start(q, j, log)
+		}
 		p.inflight.Add(-int64(len(batch)))
-		p.wake()
+		for range batch {
+			p.deliveries.Done()
+		}
+		// A full refill means the queue is saturated and this loop keeps it
+		// busy; otherwise the pump decides what comes next (and when).
+		if refill == 0 || claim.Word != store.Claimed || len(claim.Jobs) < refill {
+			p.wake()
+		}
 		if reopened && p.d.opts.Broadcast != nil {
 			p.d.opts.Broadcast.Notify(p.name)
 		}
 	}
 }
 
-func (p *pump) settleWithRetry(q config.Queue, outs []store.Outcome, log *zap.Logger) []store.Settled {
+// fetching reports whether this pump may still claim new work.
+func (p *pump) fetching(fetch context.Context) bool {
+	if fetch.Err() != nil {
+		return false
+	}
+	select {
+	case <-p.stopCh:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *pump) settleWithRetry(q config.Queue, outs []store.Outcome, refill int, log *zap.Logger) ([]store.Settled, store.ClaimResult) {
 	delay := 50 * time.Millisecond
 	deadline := time.Now().Add(q.Timeout + time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		res, err := p.d.opts.Store.Settle(ctx, q, outs)
+		res, claim, err := p.d.opts.Store.SettleAndClaim(ctx, q, outs, refill)
 		cancel()
 		if err == nil {
-			return res
+			return res, claim
 		}
 		if time.Now().After(deadline) {
 			log.Error("giving up recording outcomes; their leases will expire and count as failures",
 				zap.Error(err), zap.Int("outcomes", len(outs)))
-			return nil
+			return nil, store.ClaimResult{}
 		}
 		log.Warn("settle failed; retrying", zap.Error(err), zap.Duration("in", delay))
 		time.Sleep(delay)
@@ -225,10 +258,14 @@ func (p *pump) report(log *zap.Logger, it settleItem, s store.Settled) {
 	case "DEAD":
 		log.Info("job dead-lettered", append(fields, zap.String("reason", s.Detail), zap.String("error", o.Error))...)
 	case "DEFERRED":
-		log.Info("backpressure: queue held", append(fields, zap.Duration("retryAfter", o.RetryAfter), zap.Bool("probe", it.probe))...)
+		log.Info("backpressure: queue held", append(fields, zap.Duration("retryAfter", o.RetryAfter), ReleaseField(s.Detail), zap.Bool("probe", it.probe))...)
 	case "REOPENED":
 		log.Info("probe succeeded: queue reopened", fields...)
 	case "RETRY":
+		if it.probe {
+			log.Info("probe failed: the queue stays probing with the next job", append(fields, zap.String("error", o.Error))...)
+			break
+		}
 		log.Debug("delivery failed; will retry", append(fields, zap.String("error", o.Error))...)
 	case "STALE":
 		log.Info("outcome ignored: the job moved on (lease expired or a callback settled it)", fields...)

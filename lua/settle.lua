@@ -8,10 +8,14 @@
 -- ARGV[18]: n outcomes; then per outcome 7 values:
 --   id, token, kind, webhook status code ("" if none), error text,
 --   retryAfter ms (defer only), reason (defer only).
+--   then, optionally, 2 values: max, token prefix — claim up to max jobs in the
+--   same call (claim.lua's logic), so a busy daemon refills the slots its
+--   outcomes freed with one script call and one round trip instead of two.
 --   kind: "ok" standard-mode 2xx; "delivered" ack-mode 2xx (now awaiting ack);
 --         "fail" failure; "defer" 429/503/529 (always queue scope);
 --         "release" hand the job back untouched (graceful shutdown).
--- Returns a flat array, per outcome: word, detail.
+-- Returns a flat array, per outcome: word, detail; followed, when a claim was
+-- asked for, by claim.lua's reply {word, wake_ms, jobs...}.
 --   COMPLETED | REOPENED (a probe's success reopened the queue) | AWAITING |
 --   RETRY <due ms> | DEAD <reason> | DEFERRED <release ms> | RELEASED |
 --   STALE (token no longer current: nothing written).
@@ -53,5 +57,9 @@ for i = 0, n - 1 do
   end
   out[#out + 1] = word
   out[#out + 1] = detail
+end
+local claim_max = tonumber(ARGV[ARG0 + 2 + n * 7])
+if claim_max and claim_max > 0 then
+  for _, v in ipairs(claim_jobs(now, claim_max, ARGV[ARG0 + 3 + n * 7])) do out[#out + 1] = v end
 end
 return out

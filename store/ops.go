@@ -87,6 +87,10 @@ func (s *Store) Claim(ctx context.Context, q config.Queue, max int) (ClaimResult
 		return ClaimResult{}, err
 	}
 	arr, _ := res.([]any)
+	return parseClaim(q, arr)
+}
+
+func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
 	if len(arr) < 2 || (len(arr)-2)%7 != 0 {
 		return ClaimResult{}, fmt.Errorf("claim on queue %s: unexpected reply of %d values", q.Name, len(arr))
 	}
@@ -141,7 +145,15 @@ type Settled struct {
 
 // Settle records outcomes of this daemon's deliveries in one script call.
 func (s *Store) Settle(ctx context.Context, q config.Queue, outcomes []Outcome) ([]Settled, error) {
-	args := s.params(q, 1+7*len(outcomes))
+	res, _, err := s.SettleAndClaim(ctx, q, outcomes, 0)
+	return res, err
+}
+
+// SettleAndClaim records outcomes and, in the same script call, claims up to
+// max jobs (max 0: none) for the slots those outcomes freed: a busy daemon
+// refills its slots with one call and one round trip instead of two.
+func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []Outcome, max int) ([]Settled, ClaimResult, error) {
+	args := s.params(q, 3+7*len(outcomes))
 	args = append(args, len(outcomes))
 	for _, o := range outcomes {
 		code := ""
@@ -150,19 +162,28 @@ func (s *Store) Settle(ctx context.Context, q config.Queue, outcomes []Outcome) 
 		}
 		args = append(args, o.ID, o.Token, string(o.Kind), code, o.Error, ms(o.RetryAfter), o.Reason)
 	}
+	if max > 0 {
+		args = append(args, max, s.token())
+	}
 	res, err := s.run(ctx, lua.Settle, q, args)
 	if err != nil {
-		return nil, err
+		return nil, ClaimResult{}, err
 	}
 	arr, _ := res.([]any)
-	if len(arr) != 2*len(outcomes) {
-		return nil, fmt.Errorf("settle on queue %s: unexpected reply of %d values", q.Name, len(arr))
+	if len(arr) < 2*len(outcomes) {
+		return nil, ClaimResult{}, fmt.Errorf("settle on queue %s: unexpected reply of %d values", q.Name, len(arr))
 	}
 	out := make([]Settled, len(outcomes))
 	for i := range outcomes {
 		out[i] = Settled{Word: toStr(arr[2*i]), Detail: toStr(arr[2*i+1])}
 	}
-	return out, nil
+	var claim ClaimResult
+	if max > 0 {
+		if claim, err = parseClaim(q, arr[2*len(outcomes):]); err != nil {
+			return nil, ClaimResult{}, err
+		}
+	}
+	return out, claim, nil
 }
 
 // Callback applies an ack-mode worker's ack, nack or defer. It returns the
