@@ -62,7 +62,7 @@ func main() {
 	flag.BoolVar(&o.skipCluster, "skip-cluster", false, "skip the Redis Cluster row")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the daemon during the 1-daemon delivery run to this file")
-	flag.StringVar(&o.only, "only", "", "run only this phase: delivery")
+	flag.StringVar(&o.only, "only", "", "run only this phase: delivery | backpressure")
 	flag.Parse()
 	if o.quick {
 		o.n, o.publishN, o.batchN, o.claimBig = 3000, 3000, 20000, 50000
@@ -112,6 +112,17 @@ func run(ctx context.Context, o options) error {
 
 	if o.only == "delivery" {
 		o.publishN, o.batchN = 1000, 1000
+	}
+	if o.only == "backpressure" {
+		for _, n := range []int{2000, 100000} {
+			if o.quick {
+				n = min(n, 5000)
+			}
+			if err := backpressureRun(ctx, bin, work, n, add); err != nil {
+				return err
+			}
+		}
+		return printRows(rows)
 	}
 	// HTTP publish throughput: the queue is paused so only publishing runs.
 	if err := api.post(ctx, "/v1/queues/q0/pause", `{}`); err != nil {
@@ -233,6 +244,15 @@ func run(ctx context.Context, o options) error {
 		add(fmt.Sprintf("end-to-end deliveries/s, %d daemons, one Redis", n), fmt.Sprintf("%.0f /s", rate), "")
 	}
 	rs.stop()
+
+	for _, n := range []int{2000, 100000} {
+		if o.quick {
+			n = min(n, 5000)
+		}
+		if err := backpressureRun(ctx, bin, work, n, add); err != nil {
+			return err
+		}
+	}
 
 	if !o.skipCluster {
 		rate, err := clusterRun(ctx, bin, work, hook, o, payload)
