@@ -28,7 +28,8 @@ type acceptedJSON struct {
 
 // callbackHandler serves one callback kind. Order of checks: job id and its
 // queue (404), queue mode (409: no callback, whatever its body, means anything
-// on a standard-mode queue), body (413/415/400), then the store's verdict
+// on a standard-mode queue — but an id that names no job is still 404, as
+// semantics.md §2 asks), body (413/415/400), then the store's verdict
 // (404/409). An empty body is accepted as {} whatever its content type.
 func (s *Server) callbackHandler(kind store.CallbackKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -37,6 +38,10 @@ func (s *Server) callbackHandler(kind store.CallbackKind) http.HandlerFunc {
 			return
 		}
 		if q.Mode != modeAck {
+			if _, err := s.backend.GetJob(r.Context(), q, id); errors.Is(err, store.ErrNotFound) {
+				writeError(w, http.StatusNotFound, msgJobNotFound)
+				return
+			}
 			writeError(w, http.StatusConflict, fmt.Sprintf("Queue '%s' is not in ack mode", q.Name))
 			return
 		}

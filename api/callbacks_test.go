@@ -141,6 +141,14 @@ func TestCallbackNotFound(t *testing.T) {
 func TestCallbackStandardModeQueue(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	// An id that names no job is 404 on any queue.
+	for _, kind := range []string{"ack", "nack", "defer"} {
+		w := h.post(t, "/v1/jobs/"+newID("emails")+"/"+kind, `{"retryAfter":1}`)
+		requireError(t, w, http.StatusNotFound, "Job not found")
+	}
+	h.backend.getJobFn = func(q config.Queue, id string) (*store.Job, error) {
+		return &store.Job{ID: id, Queue: q.Name, Status: store.StatusPending}, nil
+	}
 	for _, kind := range []string{"ack", "nack", "defer"} {
 		w := h.post(t, "/v1/jobs/"+newID("emails")+"/"+kind, `{"retryAfter":1}`)
 		requireError(t, w, http.StatusConflict, "Queue 'emails' is not in ack mode")
