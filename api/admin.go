@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/events"
 	"github.com/simpleq/simpleqd/store"
 )
 
@@ -201,6 +202,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		// Also after an error: ReplayAll works in batches, and the jobs it
 		// did move before Redis failed are pending and should be delivered.
 		s.wake(name)
+		s.events.Record(name, events.Event{Kind: events.KindReplay, Count: n})
 	}
 	if err != nil {
 		s.backendError(w, r, err)
@@ -270,6 +272,7 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 		s.backendError(w, r, err)
 		return
 	}
+	s.events.Record(name, events.Event{Kind: events.KindPause, Reason: reason})
 	s.respondQueue(w, r, name, q)
 }
 
@@ -297,6 +300,7 @@ func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
 		s.backendError(w, r, err)
 		return
 	}
+	s.events.Record(name, events.Event{Kind: events.KindResume})
 	s.wake(name)
 	s.respondQueue(w, r, name, q)
 }

@@ -17,7 +17,8 @@
 //   - Request logs never contain payloads or API keys.
 //
 // Layout: one file per resource (jobs.go, callbacks.go, queues.go, health.go,
-// admin.go for dead letters, replay and pause/resume) each with a
+// admin.go for dead letters, replay and pause/resume, events.go for a
+// queue's recent events as this daemon recorded them) each with a
 // register*Routes method called from server.go; shared request plumbing lives
 // in auth.go, validate.go (body reading and field validation) and errors.go
 // (error bodies and backend error mapping). A new resource adds one file with

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/simpleq/simpleqd/events"
 )
 
 // DefaultMaxPayloadBytes is the request body limit used when
@@ -32,6 +34,10 @@ type Options struct {
 	MaxPayloadBytes int64
 	// Logger receives debug request logs and error reports. Nil means no logs.
 	Logger *zap.Logger
+	// Events is this daemon's in-memory record of recent queue events, read
+	// by GET /v1/queues/{queue}/events and written by the admin endpoints.
+	// Nil means an always-empty timeline.
+	Events *events.Log
 }
 
 // Server serves the simpleqd HTTP API. It holds no request state; build it
@@ -43,6 +49,7 @@ type Server struct {
 	apiKeys  func() []string
 	maxBytes int64
 	log      *zap.Logger
+	events   *events.Log
 
 	mux     *http.ServeMux
 	handler http.Handler
@@ -57,6 +64,7 @@ func New(opts Options) *Server {
 		apiKeys:  opts.APIKeys,
 		maxBytes: opts.MaxPayloadBytes,
 		log:      opts.Logger,
+		events:   opts.Events,
 		mux:      http.NewServeMux(),
 	}
 	if s.maxBytes <= 0 {
@@ -84,6 +92,7 @@ func (s *Server) routes() {
 	s.registerCallbackRoutes()
 	s.registerQueueRoutes()
 	s.registerAdminRoutes()
+	s.registerEventRoutes()
 }
 
 // jsonFallback answers unknown paths and wrong methods with the contract's

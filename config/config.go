@@ -445,6 +445,26 @@ func editDistance(a, b string) int {
 // decodeLeaf converts one scalar (or list) into target, reporting a problem
 // at path when the value has the wrong type.
 func (l *loader) decodeLeaf(path string, target any, val any) {
+	if secretPath(path) {
+		// Never echo a secret's value: these messages reach terminals and
+		// logs (a rejected reload), and a numeric secret is still a secret.
+		switch t := target.(type) {
+		case *string:
+			if s, ok := val.(string); ok {
+				*t = s
+			} else {
+				l.problemf(path, "must be a string; quote it")
+			}
+			return
+		case *[]string:
+			if list, err := toStringList(val); err == nil {
+				*t = list
+			} else {
+				l.problemf(path, "every item must be a string; quote them")
+			}
+			return
+		}
+	}
 	switch t := target.(type) {
 	case *string:
 		s, ok := val.(string)
@@ -501,6 +521,11 @@ func (l *loader) decodeLeaf(path string, target any, val any) {
 	default:
 		panic(fmt.Sprintf("config: no decoder for %T at %s", target, path))
 	}
+}
+
+// secretPath reports whether the value at a display path is a secret.
+func secretPath(path string) bool {
+	return path == "redis.password" || path == "auth.apiKeys" || strings.HasSuffix(path, ".signingSecret")
 }
 
 // toStringList accepts a YAML list of strings, or one string holding a

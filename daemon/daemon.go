@@ -21,7 +21,9 @@ import (
 
 	"github.com/simpleq/simpleqd/api"
 	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/console"
 	"github.com/simpleq/simpleqd/dispatch"
+	"github.com/simpleq/simpleqd/events"
 	"github.com/simpleq/simpleqd/ingest"
 	"github.com/simpleq/simpleqd/metrics"
 	"github.com/simpleq/simpleqd/store"
@@ -51,6 +53,9 @@ type Daemon struct {
 	bus    *wakeup.Bus
 	// metrics is this daemon's Prometheus registry, served on /metrics.
 	metrics *metrics.Metrics
+	// events is this daemon's in-memory timeline of recent queue events
+	// (GET /v1/queues/{queue}/events, the console's timeline).
+	events *events.Log
 
 	listener net.Listener
 	ready    atomic.Bool
@@ -75,10 +80,11 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 	d.ingest = ingest.New(st)
 	d.metrics = metrics.New(metrics.Options{Status: d.queueStatuses, Logger: log})
 	d.metrics.InitQueues(cfg.QueueNames())
+	d.events = events.New(events.DefaultCapacity)
 	d.disp = dispatch.New(dispatch.Options{
 		Store:      st,
 		Deliverer:  &dispatch.Deliverer{Client: dispatch.NewHTTPClient(), UserAgent: "simpleqd/" + Version},
-		Observer:   d.metrics,
+		Observer:   events.Observers(d.metrics, d.events),
 		Logger:     log,
 		ClaimBatch: cfg.Dispatch.ClaimBatch,
 		Grace:      cfg.ShutdownGrace,
@@ -132,7 +138,8 @@ func (d *Daemon) Reload(cfg *config.Config) {
 	d.cfg.Store(cfg)
 	d.metrics.InitQueues(cfg.QueueNames())
 	d.disp.SetQueues(cfg.Queues)
-	d.log.Info("configuration reloaded", zap.Int("queues", len(cfg.Queues)))
+	// package reload logs what changed at info; this line only confirms.
+	d.log.Debug("configuration applied", zap.Int("queues", len(cfg.Queues)))
 }
 
 // Run serves until ctx ends, then shuts down in order: stop accepting API
@@ -145,14 +152,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	cfg := d.cfg.Load()
-	srv := &http.Server{
-		Handler:           d.handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          zap.NewStdLog(d.log.Named("http")),
-	}
+	srv := newHTTPServer(d.handler(), d.log)
 	d.log.Info("simpleqd listening", zap.String("addr", d.listener.Addr().String()),
 		zap.Int("queues", len(cfg.Queues)), zap.String("version", Version))
 
@@ -185,6 +185,30 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.log.Info("simpleqd stopped")
 	return err
+}
+
+// HTTP server limits: a client that trickles its headers (slowloris) is cut
+// off after readHeaderTimeout, a slow body after readTimeout, and an idle
+// keep-alive connection after idleTimeout, so slow or stuck clients cannot
+// hold connections and goroutines without bound.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
+func newHTTPServer(h http.Handler, log *zap.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          zap.NewStdLog(log.Named("http")),
+	}
 }
 
 // loadScripts retries until Redis answers; meanwhile /readyz says 503.
@@ -237,11 +261,15 @@ func (d *Daemon) handler() http.Handler {
 		APIKeys:         func() []string { return d.cfg.Load().Auth.APIKeys },
 		MaxPayloadBytes: d.cfg.Load().HTTP.MaxPayloadBytes,
 		Logger:          d.log.Named("api"),
+		Events:          d.events,
 	})
 	// /metrics sits beside the API rather than inside it: it needs no key
 	// (api.md) and is Prometheus text, not the API's JSON.
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", d.metrics.Handler())
+	// The web console's static files need no key either: they hold no data,
+	// and the page calls the API with the operator's key (see package console).
+	console.Mount(mux)
 	mux.Handle("/", srv.Handler())
 	return mux
 }
@@ -275,7 +303,19 @@ func (d *Daemon) queueStatuses(ctx context.Context) ([]store.QueueStatus, error)
 // a queue wake the fleet's pumps, and readiness includes script loading.
 type backend struct{ d *Daemon }
 
+// apiCallTimeout bounds each Redis call made for an API request. Without it
+// a frozen Redis (accepting connections, answering nothing) holds a request
+// for the client's read timeout and then again for its retry (over 6 s);
+// with it the API answers 503 within about 4 s.
+const apiCallTimeout = 4 * time.Second
+
+func apiCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, apiCallTimeout)
+}
+
 func (b backend) Publish(ctx context.Context, q config.Queue, jobs []store.NewJob) ([]store.Published, error) {
+	ctx, cancel := apiCtx(ctx)
+	defer cancel()
 	res, err := b.d.ingest.Publish(ctx, q, jobs)
 	if err == nil {
 		n := 0
@@ -290,15 +330,20 @@ func (b backend) Publish(ctx context.Context, q config.Queue, jobs []store.NewJo
 }
 
 func (b backend) GetJob(ctx context.Context, q config.Queue, id string) (*store.Job, error) {
+	ctx, cancel := apiCtx(ctx)
+	defer cancel()
 	return b.d.store.GetJob(ctx, q, id)
 }
 
 func (b backend) Callback(ctx context.Context, q config.Queue, cb store.Callback) error {
+	ctx, cancel := apiCtx(ctx)
+	defer cancel()
 	res, err := b.d.store.Callback(ctx, q, cb)
 	if err != nil {
 		return err
 	}
 	b.d.metrics.Callback(q.Name, cb, res)
+	b.d.events.Callback(q.Name, cb, res)
 	if res.Word != "ACKED" {
 		b.d.bus.Notify(q.Name)
 	}
@@ -308,8 +353,14 @@ func (b backend) Callback(ctx context.Context, q config.Queue, cb store.Callback
 	case "DEAD":
 		b.d.log.Info("job dead-lettered", zap.String("queue", q.Name), zap.String("job", cb.JobID), zap.String("reason", res.Detail))
 	case "DEFERRED":
-		b.d.log.Info("backpressure: defer callback", zap.String("queue", q.Name), zap.String("job", cb.JobID),
-			zap.String("scope", string(cb.Scope)), zap.Duration("retryAfter", cb.RetryAfter))
+		msg := "backpressure: queue held (defer callback)"
+		if cb.Scope == store.ScopeJob {
+			msg = "backpressure: job deferred (defer callback, scope job)"
+		}
+		// res.Detail is this defer's release time in ms on Redis' clock; the
+		// queue holds until the latest release any defer asked for.
+		b.d.log.Info(msg, zap.String("queue", q.Name), zap.String("job", cb.JobID),
+			zap.String("scope", string(cb.Scope)), zap.Duration("retryAfter", cb.RetryAfter), dispatch.ReleaseField(res.Detail))
 	case "REOPENED":
 		b.d.log.Info("probe acked: queue reopened", zap.String("queue", q.Name), zap.String("job", cb.JobID))
 	}
@@ -317,6 +368,8 @@ func (b backend) Callback(ctx context.Context, q config.Queue, cb store.Callback
 }
 
 func (b backend) QueueStatus(ctx context.Context, q config.Queue) (store.QueueStatus, error) {
+	ctx, cancel := apiCtx(ctx)
+	defer cancel()
 	return b.d.store.QueueStatus(ctx, q)
 }
 
@@ -324,10 +377,14 @@ func (b backend) QueueStatus(ctx context.Context, q config.Queue) (store.QueueSt
 // pumps itself (Waker) after a replay or resume.
 
 func (b backend) ListDead(ctx context.Context, q config.Queue, limit int, cursor string) ([]*store.Job, string, error) {
+	ctx, cancel := apiCtx(ctx)
+	defer cancel()
 	return b.d.store.ListDead(ctx, q, limit, cursor)
 }
 
 func (b backend) Replay(ctx context.Context, q config.Queue, ids []string) (int, error) {
+	ctx, cancel := apiCtx(ctx)
+	defer cancel()
 	n, err := b.d.store.Replay(ctx, q, ids)
 	if err == nil {
 		b.d.log.Info("dead jobs replayed", zap.String("queue", q.Name), zap.Int("requested", len(ids)), zap.Int("replayed", n))
@@ -346,6 +403,8 @@ func (b backend) ReplayAll(ctx context.Context, q config.Queue) (int, error) {
 }
 
 func (b backend) Pause(ctx context.Context, q config.Queue, reason string) error {
+	ctx, cancel := apiCtx(ctx)
+	defer cancel()
 	err := b.d.store.Pause(ctx, q, reason)
 	if err == nil {
 		b.d.log.Info("queue paused by operator", zap.String("queue", q.Name), zap.String("reason", reason))
@@ -354,6 +413,8 @@ func (b backend) Pause(ctx context.Context, q config.Queue, reason string) error
 }
 
 func (b backend) Resume(ctx context.Context, q config.Queue) error {
+	ctx, cancel := apiCtx(ctx)
+	defer cancel()
 	err := b.d.store.Resume(ctx, q)
 	if err == nil {
 		b.d.log.Info("queue resumed by operator", zap.String("queue", q.Name))
@@ -365,5 +426,7 @@ func (b backend) Ping(ctx context.Context) error {
 	if !b.d.ready.Load() {
 		return fmt.Errorf("%w: scripts not loaded yet", store.ErrUnavailable)
 	}
+	ctx, cancel := apiCtx(ctx)
+	defer cancel()
 	return b.d.store.Ping(ctx)
 }

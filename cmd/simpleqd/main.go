@@ -2,6 +2,8 @@
 //
 //	simpleqd [serve] [--config FILE]   run a daemon (API + dispatcher)
 //	simpleqd check --config FILE       validate a file, print the effective config
+//	simpleqd demo                      show backpressure in ~15 s (package demo)
+//	simpleqd publish|job|queues|…      operator commands over the API (package cli)
 package main
 
 import (
@@ -17,8 +19,11 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/simpleq/simpleqd/cli"
 	"github.com/simpleq/simpleqd/config"
 	"github.com/simpleq/simpleqd/daemon"
+	"github.com/simpleq/simpleqd/demo"
+	"github.com/simpleq/simpleqd/reload"
 )
 
 func main() {
@@ -29,6 +34,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
+	}
+	// The operator commands and the demo parse their own flags.
+	if cli.IsCommand(cmd) || cmd == "demo" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		if cmd == "demo" {
+			return demo.Main(ctx, args, stdout, stderr)
+		}
+		return cli.Run(ctx, cmd, args, cli.Env{Stdout: stdout, Stderr: stderr})
 	}
 	fs := flag.NewFlagSet("simpleqd "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -50,10 +64,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version":
 		fmt.Fprintln(stdout, daemon.Version)
 		return 0
+	case "help":
+		usage(stdout)
+		return 0
 	default:
-		fmt.Fprintf(stderr, "simpleqd: unknown command %q (serve, check, version)\n", cmd)
+		fmt.Fprintf(stderr, "simpleqd: unknown command %q (see simpleqd help)\n", cmd)
 		return 2
 	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  simpleqd [serve] [--config FILE]
+        run a daemon (API + dispatcher); SIGHUP or a change of FILE reloads it
+  simpleqd check [--config FILE]
+        validate a configuration and print it with secrets redacted
+  simpleqd demo [--jobs N] [--duration-limit D] [--plain] ...
+        show rate-aware backpressure against a simulated provider (no set-up)
+  simpleqd version
+`)
+	cli.Usage(w)
 }
 
 func serve(path string, stderr io.Writer) int {
@@ -79,6 +109,10 @@ func serve(path string, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// SIGHUP and changes of the file both reload through the watcher, which
+	// validates first and applies one reload at a time.
+	rw := reload.New(reload.Options{Path: path, Getenv: os.Getenv, Target: d, Current: cfg, Logger: log.Named("reload")})
+	go func() { _ = rw.Run(ctx) }()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
@@ -86,12 +120,7 @@ func serve(path string, stderr io.Writer) int {
 		for s := range sigs {
 			switch {
 			case s == syscall.SIGHUP:
-				next, err := config.Load(path, os.Getenv)
-				if err != nil {
-					log.Error("reload rejected: keeping the running configuration", zap.Error(err))
-					continue
-				}
-				d.Reload(next)
+				rw.Trigger()
 			case stopping:
 				log.Warn("second signal: exiting at once")
 				os.Exit(1)

@@ -1,0 +1,252 @@
+// Package cli implements simpleqd's operator subcommands (publish, job,
+// queues, queue, dead, replay, pause, resume). They talk to a daemon's HTTP
+// API, like any other client, so they work against any daemon of a fleet and
+// need no access to Redis.
+//
+// Output is an aligned table or key/value list for people, or with --json
+// the API's own JSON, unchanged, for scripts. Errors print the API's message
+// (and every field error of a 400) on stderr, and the exit code says what
+// kind of failure it was (ExitOK, ExitError, ExitUsage, ExitNotFound), so a
+// script can tell "no such job" from "the daemon is down".
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Exit codes of every subcommand.
+const (
+	// ExitOK: the command did what it was asked.
+	ExitOK = 0
+	// ExitError: the API refused the request, or could not be reached.
+	ExitError = 1
+	// ExitUsage: the command line itself is wrong; nothing was sent.
+	ExitUsage = 2
+	// ExitNotFound: the queue or job does not exist (an HTTP 404).
+	ExitNotFound = 3
+)
+
+// Environment variables the subcommands read. The API key is read only from
+// the environment, never from a flag, so it does not end up in shell
+// history or in the process list.
+const (
+	EnvURL    = "SIMPLEQ_URL"
+	EnvAPIKey = "SIMPLEQ_API_KEY"
+)
+
+// DefaultURL is the daemon address used when neither --url nor SIMPLEQ_URL
+// is given: the listen address of the example configuration.
+const DefaultURL = "http://127.0.0.1:8080"
+
+// requestTimeout bounds one API call. Replaying a whole dead-letter list is
+// the slowest call and finishes well within it.
+const requestTimeout = 60 * time.Second
+
+// Env is what a subcommand needs from its process. It is injected, rather
+// than read from package os, so tests run commands in-process against a fake
+// API.
+type Env struct {
+	Stdout, Stderr io.Writer
+	// Stdin is read by "publish --payload-file -".
+	Stdin io.Reader
+	// Getenv reads SIMPLEQ_URL and SIMPLEQ_API_KEY; nil means os.Getenv.
+	Getenv func(string) string
+	// HTTPClient makes the API calls; nil means one with requestTimeout.
+	HTTPClient *http.Client
+	// Now is used for relative times ("in 4.2s"); nil means time.Now.
+	Now func() time.Time
+}
+
+// command is one subcommand: its usage line, a one-line summary, and a
+// function that defines its flags and returns the code to run once they are
+// parsed.
+type command struct {
+	usage   string
+	summary string
+	// minArgs and maxArgs bound the positional arguments (maxArgs -1: any).
+	minArgs, maxArgs int
+	setup            func(fs *flag.FlagSet) func(ctx context.Context, c *call) error
+}
+
+var commands = map[string]command{
+	"publish": {usage: "publish QUEUE [--payload JSON | --payload-file FILE] [--idempotency-key K] [--delay SECONDS]",
+		summary: "publish one job (payload defaults to {}; --payload-file - reads stdin)", minArgs: 1, maxArgs: 1, setup: publishCmd},
+	"job":    {usage: "job ID", summary: "show a job with its history", minArgs: 1, maxArgs: 1, setup: jobCmd},
+	"queues": {usage: "queues", summary: "list every queue with its counts and hold state", maxArgs: 0, setup: queuesCmd},
+	"queue":  {usage: "queue NAME", summary: "show one queue's settings, counts and hold state", minArgs: 1, maxArgs: 1, setup: queueCmd},
+	"dead": {usage: "dead QUEUE [--limit N] [--cursor C]", summary: "list a queue's dead-lettered jobs, newest first",
+		minArgs: 1, maxArgs: 1, setup: deadCmd},
+	"replay": {usage: "replay QUEUE (--all | ID...)", summary: "move dead jobs back to pending", minArgs: 1, maxArgs: -1, setup: replayCmd},
+	"pause":  {usage: "pause QUEUE [--reason R]", summary: "stop delivering a queue until resume", minArgs: 1, maxArgs: 1, setup: pauseCmd},
+	"resume": {usage: "resume QUEUE", summary: "end a pause, or cut a backpressure hold short (the queue probes)",
+		minArgs: 1, maxArgs: 1, setup: resumeCmd},
+}
+
+// IsCommand reports whether name is one of this package's subcommands.
+func IsCommand(name string) bool {
+	_, ok := commands[name]
+	return ok
+}
+
+// Usage writes one line per subcommand and the flags and variables they
+// share, for the binary's help text.
+func Usage(w io.Writer) {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  simpleqd %s\n        %s\n", commands[n].usage, commands[n].summary)
+	}
+	fmt.Fprintf(w, "\n  Operator commands take --url URL (default $%s or %s) and --json (print the API's JSON);\n", EnvURL, DefaultURL)
+	fmt.Fprintf(w, "  they send $%s as the Bearer key. Exit codes: 0 ok, 1 API or network error, 2 usage, 3 not found.\n", EnvAPIKey)
+}
+
+// call is one running subcommand: its parsed command line and API access.
+type call struct {
+	name string
+	env  Env
+	args []string
+	json bool
+	api  *apiClient
+}
+
+// usageError is a command line mistake; nothing was sent.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// Run parses args for the subcommand name, runs it and returns the exit
+// code. Results go to env.Stdout, messages and errors to env.Stderr.
+func Run(ctx context.Context, name string, args []string, env Env) int {
+	if env.Stdout == nil {
+		env.Stdout = io.Discard
+	}
+	if env.Stderr == nil {
+		env.Stderr = io.Discard
+	}
+	if env.Stdin == nil {
+		env.Stdin = os.Stdin
+	}
+	if env.Getenv == nil {
+		env.Getenv = os.Getenv
+	}
+	if env.HTTPClient == nil {
+		env.HTTPClient = &http.Client{Timeout: requestTimeout}
+	}
+	if env.Now == nil {
+		env.Now = time.Now
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(env.Stderr, "simpleqd: unknown command %q\n", name)
+		return ExitUsage
+	}
+	fs := flag.NewFlagSet("simpleqd "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are printed once, below, with the usage line
+	defURL := env.Getenv(EnvURL)
+	if defURL == "" {
+		defURL = DefaultURL
+	}
+	base := fs.String("url", defURL, "base URL of a simpleqd daemon (env "+EnvURL+")")
+	asJSON := fs.Bool("json", false, "print the API's JSON answer instead of a table")
+	runner := cmd.setup(fs)
+
+	c := &call{name: name, env: env}
+	err := func() error {
+		pos, err := parseInterleaved(fs, args)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(env.Stdout, "usage: simpleqd %s\n  %s\n\nflags:\n", cmd.usage, cmd.summary)
+			fs.SetOutput(env.Stdout)
+			fs.PrintDefaults()
+			return flag.ErrHelp
+		}
+		if err != nil {
+			return &usageError{msg: err.Error()}
+		}
+		switch {
+		case len(pos) < cmd.minArgs:
+			return usagef("missing argument")
+		case cmd.maxArgs >= 0 && len(pos) > cmd.maxArgs:
+			return usagef("unexpected argument %q", pos[cmd.maxArgs])
+		}
+		api, err := newAPIClient(*base, env.Getenv(EnvAPIKey), env.HTTPClient)
+		if err != nil {
+			return err
+		}
+		c.args, c.json, c.api = pos, *asJSON, api
+		return runner(ctx, c)
+	}()
+	return c.report(err, cmd.usage)
+}
+
+// report prints err (if any) and maps it to an exit code.
+func (c *call) report(err error, usage string) int {
+	var ue *usageError
+	var ae *APIError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(c.env.Stderr, "simpleqd %s: %s\nusage: simpleqd %s\n", c.name, ue.msg, usage)
+		return ExitUsage
+	case errors.As(err, &ae):
+		fmt.Fprintf(c.env.Stderr, "simpleqd %s: %s\n", c.name, ae.Describe())
+		if ae.Status == http.StatusNotFound {
+			return ExitNotFound
+		}
+		return ExitError
+	default:
+		fmt.Fprintf(c.env.Stderr, "simpleqd %s: %v\n", c.name, err)
+		return ExitError
+	}
+}
+
+// parseInterleaved parses flags wherever they appear among the positional
+// arguments ("publish emails --payload {}" as well as "publish --payload {}
+// emails"), which package flag alone stops at the first positional. After
+// "--" everything is positional.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// newAPIClient validates the base URL, so a typo is a usage error rather
+// than a confusing network error.
+func newAPIClient(base, key string, hc *http.Client) (*apiClient, error) {
+	u, err := url.Parse(strings.TrimRight(base, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usagef("--url %q is not an http:// or https:// URL", base)
+	}
+	return &apiClient{base: u, key: key, http: hc}, nil
+}
