@@ -21,8 +21,9 @@
 //	                                         lease lost: next job probes
 //
 // Rules the scripts implement (semantics.md §4):
-//   - Release times are compared, never Retry-After values: the latest wins.
-//     The time is Redis' clock when the defer is applied.
+//   - Release times are compared, never Retry-After values: the latest wins,
+//     and the hold's reason is that defer's. The time is Redis' clock when
+//     the defer is applied.
 //   - While held, claim hands out nothing. Deliveries already in flight finish;
 //     their defers can push the hold out; their successes do not reopen.
 //   - While probing, claim hands out at most one job, the one due next, and
