@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Standard-mode simpleqd (SimpleQ) worker, Python 3.11 standard library only.
+
+The webhook does the work synchronously and its HTTP answer is the outcome:
+200 completes the job, 500 is a failure (retried with backoff, spends an
+attempt). When the provider it calls is rate-limited (429/503/529), it relays
+the provider's status and wait as its own answer with Retry-After, so simpleqd
+holds the queue and redelivers later without spending an attempt.
+
+Environment:
+  SIGNING_SECRET   the queue's signingSecret; several, comma-separated, while rotating
+  LISTEN           host:port to listen on (default 127.0.0.1:9000); webhook path /webhook
+  PROVIDER_URL     the downstream to call; empty starts a built-in fake that 429s 3 calls
+  SIMPLEQ_URL      the daemon's API (default http://127.0.0.1:8080); only used at start-up
+                   to check that the queues delivering here are in standard mode
+  SIMPLEQ_API_KEY  a key from the daemon's auth.apiKeys (empty: none)
+
+Queue config: mode: standard, webhookUrl: http://<LISTEN>/webhook.
+"""
+
+import email.utils
+import hashlib
+import hmac
+import json
+import os
+import signal
+import sys
+import threading
+import urllib.error
+import urllib.request
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SECRETS = [s for s in os.environ.get("SIGNING_SECRET", "").split(",") if s]
+LISTEN = os.environ.get("LISTEN", "127.0.0.1:9000")
+PROVIDER_URL = os.environ.get("PROVIDER_URL", "")
+SIMPLEQ_URL = os.environ.get("SIMPLEQ_URL", "http://127.0.0.1:8080").rstrip("/")
+SIMPLEQ_API_KEY = os.environ.get("SIMPLEQ_API_KEY", "")
+FALLBACK_WAIT = 10.0  # seconds, when the provider gives no usable wait (e.g. a 529)
+BACKPRESSURE = (429, 503, 529)
+
+
+def log(msg: str) -> None:
+    print(f"[standard_worker] {msg}", flush=True)
+
+
+def verify_signature(raw: bytes, header: str | None) -> bool:
+    """x-simpleq-signature is sha256=<hex HMAC-SHA256 of the raw body>.
+
+    Verify over the raw bytes BEFORE parsing, in constant time, against every
+    accepted secret (two while rotating)."""
+    if not header or not header.lower().startswith("sha256="):
+        return False
+    got = header[len("sha256="):].strip().lower()
+    ok = False
+    for secret in SECRETS:
+        want = hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
+        ok = hmac.compare_digest(want, got) or ok
+    return ok
+
+
+def parse_retry_after(headers, body: bytes) -> float | None:
+    """The provider's wait in seconds: retry-after-ms (OpenAI), Retry-After
+    (seconds or HTTP-date), or a Gemini RetryInfo retryDelay ("7s") in the
+    JSON body. None when there is none."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            v = float(ms)
+            if v >= 0:
+                return v / 1000
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if ra:
+        try:
+            v = float(ra)
+            if v >= 0:
+                return v
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(ra)
+                return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+            except (TypeError, ValueError):
+                pass
+    try:
+        return _find_retry_delay(json.loads(body))
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _find_retry_delay(node) -> float | None:
+    if isinstance(node, dict):
+        delay = node.get("retryDelay")
+        if isinstance(delay, str) and delay.endswith("s"):
+            try:
+                v = float(delay[:-1])
+                if v >= 0:
+                    return v
+            except ValueError:
+                pass
+        children = node.values()
+    elif isinstance(node, list):
+        children = node
+    else:
+        return None
+    for child in children:
+        found = _find_retry_delay(child)
+        if found is not None:
+            return found
+    return None
+
+
+def format_retry_after(seconds: float) -> str:
+    """Whole seconds as an integer; a sub-second wait as a decimal, which
+    simpleqd honours exactly (SimpleQ reads the integer part)."""
+    if seconds == int(seconds):
+        return str(int(seconds))
+    return f"{seconds:.3f}".rstrip("0").rstrip(".")
+
+
+def call_provider(payload) -> tuple[int, dict, bytes]:
+    """POST the job's payload to the provider. Returns status, headers, body.
+    No retries here: the provider's 429 must reach us so we can relay it."""
+    req = urllib.request.Request(PROVIDER_URL, data=json.dumps(payload).encode(),
+                                 headers={"content-type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, {k.lower(): v for k, v in err.headers.items()}, err.read()
+
+
+class Webhook(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        if self.path != "/webhook":
+            return self.answer(404)
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        if not verify_signature(raw, self.headers.get("x-simpleq-signature")):
+            return self.answer(401)
+        job = json.loads(raw)
+        try:
+            status, headers, body = call_provider(job["payload"])
+        except OSError as err:  # connection refused, timeout
+            log(f"job {job['id']} attempt {job['attempt']}: provider unreachable: {err}")
+            return self.answer(500)
+        if status in BACKPRESSURE:
+            wait = parse_retry_after(headers, body)
+            wait = FALLBACK_WAIT if wait is None else wait
+            log(f"job {job['id']} attempt {job['attempt']}: provider {status}, relaying Retry-After {wait}s")
+            return self.answer(status, {"retry-after": format_retry_after(wait)})
+        if status >= 300:
+            log(f"job {job['id']} attempt {job['attempt']}: provider {status}")
+            return self.answer(500)
+        log(f"job {job['id']} attempt {job['attempt']}: done")
+        return self.answer(200)
+
+    def answer(self, status: int, headers: dict | None = None) -> None:
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, fmt, *args):  # quiet per-request logs
+        pass
+
+
+def check_queues() -> None:
+    """Start-up diagnostic: warn about queues that deliver here in ack mode
+    (their jobs would wait for an ack this worker never sends)."""
+    req = urllib.request.Request(f"{SIMPLEQ_URL}/v1/queues")
+    if SIMPLEQ_API_KEY:
+        req.add_header("authorization", f"Bearer {SIMPLEQ_API_KEY}")
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            queues = json.load(resp)["queues"]
+    except (OSError, ValueError, KeyError) as err:
+        log(f"could not list queues (is SIMPLEQ_URL right?): {err}")
+        return
+    for q in queues:
+        if f"{LISTEN}/webhook" in q["webhookUrl"]:
+            if q["mode"] != "standard":
+                log(f"WARNING: queue {q['name']!r} delivers here in {q['mode']} mode; this worker is for standard mode")
+            else:
+                log(f"serving queue {q['name']!r} (standard mode, concurrency {q['concurrency']})")
+
+
+def start_fake_provider(limited: int = 3) -> str:
+    """A stand-in provider that answers 429 + Retry-After: 1 to its first
+    `limited` calls, so the example shows backpressure on its own."""
+    calls = {"n": 0}
+    lock = threading.Lock()
+
+    class Provider(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            with lock:
+                calls["n"] += 1
+                n = calls["n"]
+            body = b'{"error":"rate limited"}' if n <= limited else b'{"ok":true}'
+            self.send_response(429 if n <= limited else 200)
+            if n <= limited:
+                self.send_header("retry-after", "1")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, fmt, *args):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Provider)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{srv.server_address[1]}/v1/messages"
+
+
+def main() -> None:
+    global PROVIDER_URL
+    if not SECRETS:
+        sys.exit("SIGNING_SECRET is required")
+    if not PROVIDER_URL:
+        PROVIDER_URL = start_fake_provider()
+        log(f"PROVIDER_URL not set: using a fake provider at {PROVIDER_URL}")
+    check_queues()
+    host, port = LISTEN.rsplit(":", 1)
+    server = ThreadingHTTPServer((host, int(port)), Webhook)
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    log(f"standard-mode worker listening on http://{LISTEN}/webhook")
+    server.serve_forever()
+    server.server_close()
+
+
+if __name__ == "__main__":
+    main()
