@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -62,7 +63,7 @@ func main() {
 	flag.BoolVar(&o.skipCluster, "skip-cluster", false, "skip the Redis Cluster row")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the daemon during the 1-daemon delivery run to this file")
-	flag.StringVar(&o.only, "only", "", "run only this phase: delivery | backpressure")
+	flag.StringVar(&o.only, "only", "", "run only this phase: delivery | backpressure | publish")
 	flag.Parse()
 	if o.quick {
 		o.n, o.publishN, o.batchN, o.claimBig = 3000, 3000, 20000, 50000
@@ -98,21 +99,6 @@ func run(ctx context.Context, o options) error {
 		fmt.Fprintf(os.Stderr, "  %-58s %s\n", name, value)
 	}
 
-	// Phase 1: one daemon, one Redis.
-	rs, err := startRedis(ctx, work, "r1", false)
-	if err != nil {
-		return err
-	}
-	defer rs.stop()
-	d, err := startDaemon(ctx, bin, work, "d1", []string{rs.addr}, nil, hook.url, o.concurrency, 1)
-	if err != nil {
-		return err
-	}
-	api := newAPI(d.url)
-
-	if o.only == "delivery" {
-		o.publishN, o.batchN = 1000, 1000
-	}
 	if o.only == "backpressure" {
 		for _, n := range []int{2000, 100000} {
 			if o.quick {
@@ -124,6 +110,32 @@ func run(ctx context.Context, o options) error {
 		}
 		return printRows(rows)
 	}
+
+	// Phase 1: one daemon, one Redis.
+	rs, err := startRedis(ctx, work, "r1", false)
+	if err != nil {
+		return err
+	}
+	defer rs.stop()
+	var pubProf string
+	if o.profile != "" && o.only == "publish" {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		pubProf = "127.0.0.1:" + strconv.Itoa(port)
+		os.Setenv("SIMPLEQD_PPROF_LISTEN", pubProf)
+	}
+	d, err := startDaemon(ctx, bin, work, "d1", []string{rs.addr}, nil, hook.url, o.concurrency, 1)
+	os.Unsetenv("SIMPLEQD_PPROF_LISTEN")
+	if err != nil {
+		return err
+	}
+	api := newAPI(d.url)
+
+	if o.only == "delivery" {
+		o.publishN, o.batchN = 1000, 1000
+	}
 	// HTTP publish throughput: the queue is paused so only publishing runs.
 	if err := api.post(ctx, "/v1/queues/q0/pause", `{}`); err != nil {
 		return err
@@ -134,12 +146,25 @@ func run(ctx context.Context, o options) error {
 	}
 	payload := strings.Repeat("x", 180)
 	body := []byte(`{"payload":{"data":"` + payload + `"}}`) // a 200-byte payload
+	var pubDone chan error
+	if pubProf != "" {
+		pubDone = make(chan error, 1)
+		go func() { pubDone <- fetchProfile(ctx, pubProf, o.profile) }()
+		time.Sleep(100 * time.Millisecond)
+	}
 	start := time.Now()
 	if err := api.publishMany(ctx, "q0", o.publishN, 50, body); err != nil {
 		return err
 	}
 	pubRate := float64(o.publishN) / time.Since(start).Seconds()
 	add("HTTP publish, single-job requests, 50 clients", fmt.Sprintf("%.0f jobs/s", pubRate), "≥ 20,000")
+	if pubDone != nil {
+		if err := <-pubDone; err != nil {
+			return err
+		}
+		_ = d.stop()
+		return printRows(rows)
+	}
 
 	// Batch publish throughput.
 	start = time.Now()
@@ -565,6 +590,7 @@ func startRedis(ctx context.Context, work, name string, cluster bool) (*redisPro
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 	}
 	cmd := exec.Command("redis-server", args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start redis-server: %w", err)
 	}
@@ -683,6 +709,7 @@ func startDaemon(ctx context.Context, bin, work, name string, addr, addrs []stri
 		return nil, err
 	}
 	cmd := exec.Command(bin, "serve", "--config", path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, err

@@ -117,6 +117,8 @@ func (d *Daemon) start(env []string) {
 	logf, err := os.OpenFile(d.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	require.NoError(d.t, err)
 	d.cmd = exec.Command(Binary(d.t), "serve", "--config", d.Config)
+	// Die with the test process even if it is killed before its cleanup runs.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.cmd.Env = append(os.Environ(), env...)
 	require.NoError(d.t, d.cmd.Start())

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,6 +71,8 @@ func Start(t testing.TB, extra ...string) *Server {
 func (s *Server) start(t testing.TB, bin string) {
 	t.Helper()
 	s.cmd = exec.Command(bin, s.args...)
+	// Die with the test process even if it is killed before its cleanup runs.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	s.cmd.Dir = s.Dir
 	logf, err := os.Create(filepath.Join(s.Dir, "redis.log"))
 	if err == nil {
@@ -80,7 +83,11 @@ func (s *Server) start(t testing.TB, bin string) {
 	}
 	if err := waitReady(s.Addr, 10*time.Second); err != nil {
 		s.Stop()
-		t.Fatalf("redis-server on %s: %v (log in %s)", s.Addr, err, s.Dir)
+		log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+		if len(log) > 4000 {
+			log = log[len(log)-4000:]
+		}
+		t.Fatalf("redis-server on %s: %v; its log:\n%s", s.Addr, err, log)
 	}
 }
 
@@ -96,6 +103,14 @@ func (s *Server) Kill() {
 		_ = s.cmd.Process.Kill()
 		_ = s.cmd.Wait()
 		s.cmd = nil
+	}
+}
+
+// Signal sends sig to the running server. SIGSTOP freezes it (connections
+// stay open, nothing is answered) until SIGCONT: Redis hung, not gone.
+func (s *Server) Signal(sig os.Signal) {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(sig)
 	}
 }
 
