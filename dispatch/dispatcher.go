@@ -29,6 +29,9 @@ type Broadcaster interface {
 type Observer interface {
 	Claimed(queue string, j store.ClaimedJob)
 	Settled(queue string, o store.Outcome, s store.Settled, took time.Duration)
+	// Reaped is told about jobs that Redis housekeeping moved on: lost
+	// deliveries, ack timeouts and lifetimes that ended while waiting.
+	Reaped(queue string, r store.Reaped)
 }
 
 // Options configure a Dispatcher.

@@ -99,6 +99,7 @@ func (p *pump) run(ctx context.Context) {
 			errDelay = min(errDelay*2, 5*time.Second)
 		} else {
 			errDelay = 50 * time.Millisecond
+			p.reaped(res.Reaped, log)
 			for _, j := range res.Jobs {
 				p.start(q, j, log)
 			}
@@ -194,6 +195,7 @@ func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 				reopened = true
 			}
 		}
+		p.reaped(claim.Reaped, log)
 		// Start the replacements before releasing the finished deliveries,
 		// so the pump's WaitGroup never touches zero in between.
 		for _, j := range claim.Jobs {
@@ -210,6 +212,22 @@ func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 		}
 		if reopened && p.d.opts.Broadcast != nil {
 			p.d.opts.Broadcast.Notify(p.name)
+		}
+	}
+}
+
+// reaped logs and reports what the claim's housekeeping did to jobs that no
+// daemon was watching.
+func (p *pump) reaped(rs []store.Reaped, log *zap.Logger) {
+	for _, r := range rs {
+		fields := []zap.Field{zap.String("job", r.ID), zap.String("cause", r.Kind)}
+		if r.Word == "DEAD" {
+			log.Info("job dead-lettered", append(fields, zap.String("reason", r.Detail))...)
+		} else {
+			log.Info("delivery lost or not acked in time: will retry", fields...)
+		}
+		if o := p.d.opts.Observer; o != nil {
+			o.Reaped(p.name, r)
 		}
 	}
 }

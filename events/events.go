@@ -53,6 +53,9 @@ const (
 	KindPause  = "pause"
 	KindResume = "resume"
 	KindReplay = "replay"
+	// KindReaped: Redis housekeeping moved a job no daemon was watching:
+	// Outcome is lease_expired, ack_timeout or lifetime; Result retry or dead.
+	KindReaped = "reaped"
 )
 
 // DefaultCapacity is how many events a queue's ring keeps: enough for a
@@ -251,6 +254,25 @@ func (l *Log) Settled(queue string, o store.Outcome, s store.Settled, _ time.Dur
 	l.derivedLocked(queue, base, s, o.Kind == store.OutcomeDefer, o.RetryAfter, o.Reason)
 }
 
+// Reaped records a job that housekeeping moved on (a lost delivery, an ack
+// timeout, a lifetime that ended while it waited), and its dead letter.
+func (l *Log) Reaped(queue string, r store.Reaped) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.pending, r.ID)
+	e := Event{Kind: KindReaped, JobID: r.ID, Outcome: r.Kind, Result: lower(r.Word)}
+	if r.Word == "RETRY" {
+		e.Until = msTime(r.Detail)
+	}
+	l.recordLocked(queue, e)
+	if r.Word == "DEAD" {
+		l.recordLocked(queue, Event{Kind: KindDead, JobID: r.ID, Reason: r.Detail})
+	}
+}
+
 // Callback records an ack-mode callback the API applied (s is the store's
 // result), with the hold, reopening or dead letter it caused.
 func (l *Log) Callback(queue string, cb store.Callback, s store.Settled) {
@@ -326,6 +348,12 @@ func (m multi) Claimed(queue string, j store.ClaimedJob) {
 func (m multi) Settled(queue string, o store.Outcome, s store.Settled, took time.Duration) {
 	for _, ob := range m {
 		ob.Settled(queue, o, s, took)
+	}
+}
+
+func (m multi) Reaped(queue string, r store.Reaped) {
+	for _, o := range m {
+		o.Reaped(queue, r)
 	}
 }
 

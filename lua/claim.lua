@@ -8,7 +8,7 @@
 --           0: housekeeping only (a caller whose slots are all busy); the
 --           reply is BUSY with the time the housekeeping is next needed.
 -- ARGV[19]: token prefix, unique per call (from Go); job i's lease token is prefix..":"..i.
--- Returns {word, wake_ms, jobs...}:
+-- Returns {word, wake_ms, n, reaped..., jobs...}:
 --   wake_ms: milliseconds (Redis clock) until this queue next needs a claim
 --            (a job falls due, the hold releases, a lease or lifetime ends, the
 --            rate window frees a slot), or -1 when only a wake-up message can
@@ -16,6 +16,9 @@
 --   word: CLAIMED (jobs follow), EMPTY (nothing due), PAUSED, HELD (hold not yet
 --         released), PROBING (the probe is in flight; nothing else may go),
 --         BUSY (concurrency reached), RATE (rate window full).
+--   n, reaped: what the housekeeping did to jobs no daemon was watching, n
+--         entries of 4 values: kind ("lease_expired"|"ack_timeout"|"lifetime"),
+--         job id, word (RETRY|DEAD) and detail (due ms | dead reason).
 --   jobs: per job 7 values: id, attempt (1-based, current), deferCount,
 --         createdAt ms, lease token, probe ("1"|"0"), raw payload.
 return claim_jobs(now_ms(), tonumber(ARGV[ARG0 + 1]), ARGV[ARG0 + 2])

@@ -272,6 +272,14 @@ local function on_defer(id, m, payload, now, retry_after, scope, reason, code)
   return 'DEFERRED', tostring(release)
 end
 
+-- What housekeeping did to jobs that no daemon is watching (expired leases,
+-- ack timeouts, ended lifetimes), reported back with the claim reply so the
+-- daemon can log and count them: per entry kind, id, word, detail.
+local reaped = {}
+local function note_reaped(kind, id, word, detail)
+  reaped[#reaped + 1] = { kind, id, word, detail or '' }
+end
+
 -- Bounded housekeeping, run at the start of every claim: expired leases
 -- (crashed daemons, ack timeouts), ended lifetimes, retention purge. Returns
 -- the earliest future time any of them needs attention (or nil).
@@ -294,13 +302,16 @@ local function maintain(now)
         redis.call('ZREM', K_INFLIGHT, id)
       elseif m.st == 'w' then
         -- The webhook did answer (its 2xx is m.sc); the worker never reported.
+        local w, d
         if P.ack_action == 'dead' then
-          on_failure(id, m, payload, now, 'failed', m.sc, 'ack timeout', true, 'ack_timeout')
+          w, d = on_failure(id, m, payload, now, 'failed', m.sc, 'ack timeout', true, 'ack_timeout')
         else
-          on_failure(id, m, payload, now, 'failed', m.sc, 'ack timeout', true, nil)
+          w, d = on_failure(id, m, payload, now, 'failed', m.sc, 'ack timeout', true, nil)
         end
+        note_reaped('ack_timeout', id, w, d)
       else
-        on_failure(id, m, payload, now, 'failed', nil, 'delivery lease expired (daemon lost)', true, nil)
+        local w, d = on_failure(id, m, payload, now, 'failed', nil, 'delivery lease expired (daemon lost)', true, nil)
+        note_reaped('lease_expired', id, w, d)
       end
     end
     consider(K_INFLIGHT)
@@ -313,6 +324,7 @@ local function maintain(now)
       if m then
         if m.st == 'p' then redis.call('HINCRBY', K_STATE, 'n_pending', -1) end
         to_dead(id, m, payload, now, 'lifetime_exceeded')
+        note_reaped('lifetime', id, 'DEAD', 'lifetime_exceeded')
       end
     end
   end
@@ -362,11 +374,21 @@ local function claim_jobs(now, max, prefix)
   local function earlier(t)
     if t and (wake == nil or t < wake) then wake = t end
   end
-  local function reply(word)
-    if wake == nil then return { word, -1 } end
-    local w = wake - now
-    if w < 0 then w = 0 end
-    return { word, w }
+  -- Reply: {word, wake_ms, #reaped, reaped entries (4 values each), jobs...}.
+  local function reply(word, jobs)
+    local w = -1
+    if wake ~= nil then
+      w = wake - now
+      if w < 0 then w = 0 end
+    end
+    local r = { word, w, #reaped }
+    for _, e in ipairs(reaped) do
+      for _, v in ipairs(e) do r[#r + 1] = v end
+    end
+    if jobs then
+      for _, v in ipairs(jobs) do r[#r + 1] = v end
+    end
+    return r
   end
 
   -- No free slot: only the housekeeping above was wanted, so that lifetimes,
@@ -429,7 +451,7 @@ local function claim_jobs(now, max, prefix)
   redis.call('ZREM', K_LIFETIMES, unpack(ids))
   local recs = redis.call('HMGET', K_JOBS, unpack(ids))
 
-  local out = { 'CLAIMED', 0 }
+  local out = {}
   local hset, inflight, starts = {}, {}, {}
   local was_pending = 0
   for i, id in ipairs(ids) do
@@ -439,6 +461,7 @@ local function claim_jobs(now, max, prefix)
       if m.st == 'p' then was_pending = was_pending + 1 end
       if m.x <= now then
         to_dead(id, m, payload, now, 'lifetime_exceeded')
+        note_reaped('lifetime', id, 'DEAD', 'lifetime_exceeded')
       else
         local token = prefix .. ':' .. i
         m.st = 'f'
@@ -474,8 +497,6 @@ local function claim_jobs(now, max, prefix)
   redis.call('ZADD', K_INFLIGHT, unpack(inflight))
   if P.rate_max > 0 then redis.call('ZADD', K_STARTS, unpack(starts)) end
   earlier(now + P.lease)
-  local r = reply('CLAIMED')
-  out[2] = r[2]
-  return out
+  return reply('CLAIMED', out)
 
 end

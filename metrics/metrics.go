@@ -225,6 +225,16 @@ func (m *Metrics) Dead(queue, reason string) {
 	m.dead.WithLabelValues(queue, reason).Inc()
 }
 
+// Reaped counts dead letters made by housekeeping (lost deliveries, ack
+// timeouts, lifetimes that ended while waiting), which no settle reports.
+// The lost deliveries themselves are not counted here: another daemon,
+// perhaps a dead one, made them.
+func (m *Metrics) Reaped(queue string, r store.Reaped) {
+	if r.Word == "DEAD" {
+		m.Dead(queue, r.Detail)
+	}
+}
+
 // Claimed is called by the dispatcher for every job it takes for delivery.
 // A first delivery (attempt 1, never deferred) observes publish-to-delivery
 // latency; a probe is remembered until its result is known.

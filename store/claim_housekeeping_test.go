@@ -82,6 +82,10 @@ func TestLifetimeEndsWhileHeld(t *testing.T) {
 		held, err := s.Claim(ctx, q, 10)
 		require.NoError(t, err)
 		require.Equal(t, store.Held, held.Word)
+		require.ElementsMatch(t, []store.Reaped{
+			{Kind: "lifetime", ID: retried, Word: "DEAD", Detail: "lifetime_exceeded"},
+			{Kind: "lifetime", ID: pending, Word: "DEAD", Detail: "lifetime_exceeded"},
+		}, held.Reaped)
 		for _, id := range []string{retried, pending} {
 			j, err := s.GetJob(ctx, q, id)
 			require.NoError(t, err)

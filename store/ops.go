@@ -76,6 +76,20 @@ type ClaimResult struct {
 	// negative when only a wake-up message can change anything.
 	WakeIn time.Duration
 	Jobs   []ClaimedJob
+	// Reaped lists what the claim's housekeeping did to jobs no daemon was
+	// watching, so the daemon can log and count it.
+	Reaped []Reaped
+}
+
+// Reaped is one job that housekeeping moved on: its lease expired (a lost
+// delivery), its ack timed out, or its lifetime ended while it waited.
+type Reaped struct {
+	// Kind is "lease_expired", "ack_timeout" or "lifetime".
+	Kind string
+	ID   string
+	// Word is RETRY or DEAD; Detail the retry's due time in ms or the dead reason.
+	Word   string
+	Detail string
 }
 
 // Claim takes up to max due jobs for delivery, enforcing hold, probe,
@@ -91,22 +105,33 @@ func (s *Store) Claim(ctx context.Context, q config.Queue, max int) (ClaimResult
 }
 
 func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
-	if len(arr) < 2 || (len(arr)-2)%7 != 0 {
-		return ClaimResult{}, fmt.Errorf("claim on queue %s: unexpected reply of %d values", q.Name, len(arr))
+	bad := fmt.Errorf("claim on queue %s: unexpected reply of %d values", q.Name, len(arr))
+	if len(arr) < 3 {
+		return ClaimResult{}, bad
 	}
 	out := ClaimResult{Word: ClaimWord(toStr(arr[0])), WakeIn: -1}
 	if w := toInt(arr[1]); w >= 0 {
 		out.WakeIn = time.Duration(w) * time.Millisecond
 	}
-	for i := 2; i < len(arr); i += 7 {
+	n := int(toInt(arr[2]))
+	rest := arr[3:]
+	if n < 0 || len(rest) < 4*n || (len(rest)-4*n)%7 != 0 {
+		return ClaimResult{}, bad
+	}
+	for i := 0; i < 4*n; i += 4 {
+		out.Reaped = append(out.Reaped, Reaped{Kind: toStr(rest[i]), ID: toStr(rest[i+1]),
+			Word: toStr(rest[i+2]), Detail: toStr(rest[i+3])})
+	}
+	rest = rest[4*n:]
+	for i := 0; i < len(rest); i += 7 {
 		out.Jobs = append(out.Jobs, ClaimedJob{
-			ID:         toStr(arr[i]),
-			Attempt:    int(toInt(arr[i+1])),
-			DeferCount: int(toInt(arr[i+2])),
-			CreatedAt:  fromMS(toInt(arr[i+3])),
-			Token:      toStr(arr[i+4]),
-			Probe:      toStr(arr[i+5]) == "1",
-			Payload:    []byte(toStr(arr[i+6])),
+			ID:         toStr(rest[i]),
+			Attempt:    int(toInt(rest[i+1])),
+			DeferCount: int(toInt(rest[i+2])),
+			CreatedAt:  fromMS(toInt(rest[i+3])),
+			Token:      toStr(rest[i+4]),
+			Probe:      toStr(rest[i+5]) == "1",
+			Payload:    []byte(toStr(rest[i+6])),
 		})
 	}
 	return out, nil

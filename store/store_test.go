@@ -301,9 +301,11 @@ func TestLeaseExpiryIsAFailure(t *testing.T) {
 		require.NoError(t, err)
 		b.advance(300 * time.Millisecond) // timeout 200ms + margin 50ms
 		var again store.ClaimResult
+		var reaped []store.Reaped
 		require.Eventually(t, func() bool {
 			again, err = s.Claim(ctx, q, 1)
 			require.NoError(t, err)
+			reaped = append(reaped, again.Reaped...)
 			if again.Word != store.Claimed {
 				b.advance(10 * time.Millisecond)
 			}
@@ -311,6 +313,8 @@ func TestLeaseExpiryIsAFailure(t *testing.T) {
 		}, 5*time.Second, time.Millisecond)
 		require.Equal(t, id, again.Jobs[0].ID)
 		require.Equal(t, 2, again.Jobs[0].Attempt, "a lost delivery spends one attempt")
+		require.Len(t, reaped, 1, "the claim reports what its housekeeping did")
+		require.Equal(t, store.Reaped{Kind: "lease_expired", ID: id, Word: "RETRY", Detail: reaped[0].Detail}, reaped[0])
 		// The first daemon wakes up late: its outcome is fenced off.
 		r, err := s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeOK}})
 		require.NoError(t, err)

@@ -142,6 +142,7 @@ func TestFleetKillMidDelivery(t *testing.T) {
 	require.Equal(t, []int{1, 2}, attempts)
 	h := job["history"].([]any)
 	require.Contains(t, h[0].(map[string]any)["error"], "lease expired")
+	require.Contains(t, other.Log(), "delivery lost or not acked in time", "the reaping daemon says so")
 }
 
 // Daemons are killed (SIGKILL) and restarted over and over while hundreds of
