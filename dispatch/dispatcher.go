@@ -47,6 +47,12 @@ type Options struct {
 	Grace time.Duration
 	// SafetyWake re-checks an idle queue in case a pub/sub wake-up was lost.
 	SafetyWake time.Duration
+	// Linger is the least time between two claim (and two settle) script
+	// calls of one queue on this daemon: under load, jobs and outcomes that
+	// arrive meanwhile share a call; an idle queue is never delayed. It caps
+	// script calls at about 1/Linger per queue and loop. Default 1ms;
+	// negative disables it.
+	Linger time.Duration
 }
 
 // Dispatcher runs one pump per configured queue.
@@ -71,6 +77,9 @@ func New(opts Options) *Dispatcher {
 	}
 	if opts.SafetyWake <= 0 {
 		opts.SafetyWake = 30 * time.Second
+	}
+	if opts.Linger == 0 {
+		opts.Linger = time.Millisecond
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()

@@ -69,6 +69,7 @@ func (p *pump) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	errDelay := 50 * time.Millisecond
+	var lastClaim time.Time
 	for {
 		if ctx.Err() != nil {
 			return
@@ -78,6 +79,13 @@ func (p *pump) run(ctx context.Context) {
 			return
 		default:
 		}
+		// Adaptive batching: right after a claim, let wake-ups gather for
+		// the rest of the linger period so a busy queue claims many jobs
+		// per call instead of one per publish; an idle queue claims at once.
+		if !linger(ctx, lastClaim, p.d.opts.Linger) {
+			return
+		}
+		lastClaim = time.Now()
 		q := *p.q.Load()
 		free := q.Concurrency - int(p.inflight.Load())
 		if free > p.d.opts.ClaimBatch {
@@ -156,7 +164,13 @@ func (p *pump) start(q config.Queue, j store.ClaimedJob, log *zap.Logger) {
 func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 	batch := make([]settleItem, 0, 256)
 	outs := make([]store.Outcome, 0, 256)
+	var lastSettle time.Time
 	for first := range p.settleCh {
+		// As in run: outcomes arriving right after a settle gather for the
+		// rest of the linger period and go in one call. Outcomes are always
+		// written, so this waits even after fetching stopped.
+		linger(context.Background(), lastSettle, p.d.opts.Linger)
+		lastSettle = time.Now()
 		batch = append(batch[:0], first)
 	drain:
 		for len(batch) < cap(batch) {
@@ -229,6 +243,26 @@ func (p *pump) reaped(rs []store.Reaped, log *zap.Logger) {
 		if o := p.d.opts.Observer; o != nil {
 			o.Reaped(p.name, r)
 		}
+	}
+}
+
+// linger waits until period has passed since last (no wait when it has, or
+// when last is zero). It reports false if ctx ended meanwhile.
+func linger(ctx context.Context, last time.Time, period time.Duration) bool {
+	if period <= 0 || last.IsZero() {
+		return ctx.Err() == nil
+	}
+	d := period - time.Since(last)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

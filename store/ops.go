@@ -11,12 +11,30 @@ import (
 	"github.com/simpleq/simpleqd/lua"
 )
 
+// MaxPublishBatch is the most jobs one publish script call takes (Lua's
+// unpack limit leaves room for 1000 at 4 values each); Publish splits larger
+// batches into several calls, each atomic per job as always.
+const MaxPublishBatch = 1000
+
 // NewID mints a job id for queue (see id.go for its shape).
 func (s *Store) NewID(queue string) string { return s.ids.New(queue) }
 
 // Publish stores jobs in one script call; per job it reports whether the job
 // is new or an idempotent repeat of a retained one.
 func (s *Store) Publish(ctx context.Context, q config.Queue, jobs []NewJob) ([]Published, error) {
+	if len(jobs) > MaxPublishBatch {
+		out := make([]Published, 0, len(jobs))
+		for len(jobs) > 0 {
+			n := min(len(jobs), MaxPublishBatch)
+			res, err := s.Publish(ctx, q, jobs[:n])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, res...)
+			jobs = jobs[n:]
+		}
+		return out, nil
+	}
 	args := s.params(q, 1+4*len(jobs))
 	args = append(args, len(jobs))
 	for _, j := range jobs {
