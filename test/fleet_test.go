@@ -187,3 +187,34 @@ func TestFleetRepeatedKills(t *testing.T) {
 	require.EqualValues(t, 0, counts["pending"])
 	require.EqualValues(t, 0, counts["processing"])
 }
+
+// A deep backlog on one queue does not starve another: each queue has its own
+// pump, so a job published to an idle queue is delivered at once while the
+// busy queue works through thousands.
+func TestFleetBacklogDoesNotStarveOtherQueues(t *testing.T) {
+	t.Parallel()
+	rs := Redis(t)
+	busy := NewWebhook(t, func(Delivery) Reply { return Reply{Status: 200, Delay: 20 * time.Millisecond} })
+	quick := NewWebhook(t, nil)
+	y := fmt.Sprintf("queues:\n  busy:\n    webhookUrl: %s\n    signingSecret: s\n    concurrency: 5\n"+
+		"  idle:\n    webhookUrl: %s\n    signingSecret: s\n", busy.URL, quick.URL)
+	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: y, LogLevel: "info"})
+	items := make([]map[string]any, 1000)
+	for i := range items {
+		items[i] = map[string]any{"payload": map[string]any{"i": i}}
+	}
+	for b := 0; b < 3; b++ {
+		r := d.Do("POST", "/v1/queues/busy/jobs/batch", map[string]any{"jobs": items})
+		require.Equal(t, 200, r.Status, string(r.Body))
+	}
+	require.Eventually(t, func() bool { return busy.Count() > 20 }, 10*time.Second, 5*time.Millisecond)
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		id := d.Publish("idle", map[string]any{"n": i})
+		d.WaitStatus(id, "completed", 5*time.Second)
+		took := time.Since(start)
+		require.Less(t, took, time.Second, "the idle queue is served while 3,000 jobs wait on another")
+	}
+	q := d.Queue("busy")
+	require.Greater(t, q["counts"].(map[string]any)["pending"].(float64), float64(1000), "the backlog was still there")
+}
