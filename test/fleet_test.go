@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -217,4 +218,34 @@ func TestFleetBacklogDoesNotStarveOtherQueues(t *testing.T) {
 	}
 	q := d.Queue("busy")
 	require.Greater(t, q["counts"].(map[string]any)["pending"].(float64), float64(1000), "the backlog was still there")
+}
+
+// A second SIGTERM exits at once, without waiting out the grace period; the
+// unfinished delivery is recovered through its lease like after a crash.
+func TestFleetSecondSignalExitsAtOnce(t *testing.T) {
+	t.Parallel()
+	rs := Redis(t)
+	started := make(chan struct{}, 1)
+	hook := NewWebhook(t, func(Delivery) Reply {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		return Reply{Status: 200, Delay: 20 * time.Second}
+	})
+	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: "shutdownGrace: 30s\n" + QueueYAML("s", hook.URL, "timeout: 25s")})
+	d.Publish("s", map[string]any{"x": 1})
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("delivery never started")
+	}
+	d.Signal(syscall.SIGTERM)
+	time.Sleep(200 * time.Millisecond)
+	require.False(t, d.Exited(), "the first signal waits for the delivery in flight")
+	begin := time.Now()
+	d.Signal(syscall.SIGTERM)
+	require.Eventually(t, d.Exited, 3*time.Second, 10*time.Millisecond, "the second signal exits at once")
+	require.Less(t, time.Since(begin), 3*time.Second)
+	require.Contains(t, d.Log(), "second signal")
 }

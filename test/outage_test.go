@@ -1,6 +1,7 @@
 package test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ func TestRedisOutage(t *testing.T) {
 	before := d.Publish("o", map[string]any{"n": 1})
 	d.WaitStatus(before, "completed", 10*time.Second)
 
+	goroutinesBefore := goroutines(t, d)
 	rs.Kill()
 	require.Eventually(t, func() bool { return d.Do("GET", "/readyz", nil).Status == 503 }, 10*time.Second, 50*time.Millisecond)
 	for i := 0; i < 3; i++ {
@@ -34,7 +36,26 @@ func TestRedisOutage(t *testing.T) {
 	require.Eventually(t, func() bool { return d.Do("GET", "/readyz", nil).Status == 200 }, 20*time.Second, 50*time.Millisecond)
 	after := d.Publish("o", map[string]any{"n": 3})
 	d.WaitStatus(after, "completed", 20*time.Second)
+	// No goroutine growth: reconnect loops do not pile up.
+	require.Eventually(t, func() bool { return goroutines(t, d) <= goroutinesBefore+10 }, 10*time.Second, 100*time.Millisecond,
+		"goroutines before the outage %d", goroutinesBefore)
 	// The job published before the outage survived it (AOF).
 	require.Equal(t, "completed", d.Job(before)["status"])
 	require.False(t, strings.Contains(d.Log(), "panic"), "no panic in the log")
+}
+
+// goroutines scrapes the daemon's go_goroutines gauge from /metrics.
+func goroutines(t *testing.T, d *Daemon) int {
+	t.Helper()
+	r := d.Do("GET", "/metrics", nil)
+	require.Equal(t, 200, r.Status)
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		if strings.HasPrefix(line, "go_goroutines ") {
+			n, err := strconv.Atoi(strings.TrimPrefix(line, "go_goroutines "))
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatal("no go_goroutines in /metrics")
+	return 0
 }
