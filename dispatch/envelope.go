@@ -45,5 +45,12 @@ func Sign(secret string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
+// Verify reports whether signature (an x-simpleq-signature header value) is
+// Sign(secret, body). The comparison is constant-time (hmac.Equal), so a
+// webhook written in Go can check deliveries without a timing oracle.
+func Verify(secret string, body []byte, signature string) bool {
+	return hmac.Equal([]byte(Sign(secret, body)), []byte(signature))
+}
+
 // FormatTime renders t in the wire format.
 func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }

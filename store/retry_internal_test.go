@@ -1,0 +1,60 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/internal/redistest"
+	"github.com/simpleq/simpleqd/lua"
+)
+
+// TestPublishScriptRunTwice: go-redis retries a command whose reply it lost
+// (a dropped connection, a read timeout), so a publish script can run twice
+// with the same arguments, and a claim can run in between. The second run
+// must report the same job and write nothing: the job stays where the claim
+// put it (in flight, not also waiting), the counters stay right.
+func TestPublishScriptRunTwice(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	s, err := New(srv.Client(t), Options{Prefix: "t", LeaseMargin: time.Second})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, s.Load(ctx))
+	q := config.Queue{Name: "rerun", WebhookURL: "http://127.0.0.1:1/x", SigningSecret: "s", QueueSettings: config.QueueSettings{
+		Mode: "standard", Concurrency: 10, RateLimitWindow: time.Second, MaxAttempts: 3, MaxDefers: 5,
+		Timeout: time.Second, AckTimeout: time.Second, AckTimeoutAction: "retry",
+		Backoff:     config.Backoff{Type: "fixed", Base: time.Second, Max: time.Second},
+		JobLifetime: time.Hour, Retention: time.Hour,
+	}}
+	for _, key := range []string{"", "idem-1"} {
+		id := s.NewID(q.Name)
+		args := append(s.params(q, 5), 1, id, key, 0, []byte(`{"k":1}`))
+		first, err := s.run(ctx, lua.Publish, q, args)
+		require.NoError(t, err)
+		c, err := s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 1)
+		require.Equal(t, id, c.Jobs[0].ID)
+
+		again, err := s.run(ctx, lua.Publish, q, args) // the retry
+		require.NoError(t, err)
+		a, b := first.([]any), again.([]any)
+		require.Equal(t, "NEW", b[0], "key %q: a retried publish still reports the job as new", key)
+		require.Equal(t, a[1], b[1])
+		require.Equal(t, a[2], b[2], "same createdAt: the job was not stored again")
+
+		st, err := s.QueueStatus(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, Counts{Processing: 1}, st.Counts, "key %q: one job, in flight only", key)
+		none, err := s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Empty(t, none.Jobs, "key %q: the job is not waiting as well", key)
+		r, err := s.Settle(ctx, q, []Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: OutcomeOK, StatusCode: 200}})
+		require.NoError(t, err)
+		require.Equal(t, "COMPLETED", r[0].Word, "key %q: the delivery's lease survived the retry", key)
+	}
+}
