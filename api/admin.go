@@ -65,22 +65,7 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := newValidator()
-	limit := 0
-	if raw, ok := single(v, query, "limit"); ok {
-		n, err := strconv.Atoi(raw)
-		switch {
-		case err != nil && isDigits(raw):
-			v.fieldError("limit", fmt.Sprintf("Number must be less than or equal to %d", maxDeadPage))
-		case err != nil:
-			v.fieldError("limit", "Expected integer, received '"+truncate(raw, 32)+"'")
-		case n < 1:
-			v.fieldError("limit", "Number must be greater than or equal to 1")
-		case n > maxDeadPage:
-			v.fieldError("limit", fmt.Sprintf("Number must be less than or equal to %d", maxDeadPage))
-		default:
-			limit = n
-		}
-	}
+	limit := v.queryLimit(query, 0, maxDeadPage)
 	cursor, _ := single(v, query, "cursor")
 	if utf8.RuneCountInString(cursor) > maxCursorLen {
 		v.fieldError("cursor", "Invalid cursor")
@@ -315,4 +300,28 @@ func (s *Server) respondQueue(w http.ResponseWriter, r *http.Request, name strin
 		return
 	}
 	s.respond(w, r, http.StatusOK, view)
+}
+
+// queryLimit validates the optional "limit" query parameter: a whole number
+// from 1 to most. It returns def when the parameter is absent or invalid (the
+// field error is recorded on v).
+func (v *validator) queryLimit(query url.Values, def, most int) int {
+	raw, ok := single(v, query, "limit")
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(raw)
+	switch {
+	case err != nil && isDigits(raw):
+		v.fieldError("limit", fmt.Sprintf("Number must be less than or equal to %d", most))
+	case err != nil:
+		v.fieldError("limit", "Expected integer, received '"+truncate(raw, 32)+"'")
+	case n < 1:
+		v.fieldError("limit", "Number must be greater than or equal to 1")
+	case n > most:
+		v.fieldError("limit", fmt.Sprintf("Number must be less than or equal to %d", most))
+	default:
+		return n
+	}
+	return def
 }

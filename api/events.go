@@ -1,10 +1,8 @@
 package api
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 
 	"github.com/simpleq/simpleqd/events"
 )
@@ -65,23 +63,7 @@ func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	capacity := s.events.Capacity()
 	v := newValidator()
-	limit := min(defaultEventsPage, capacity)
-	if raw, ok := single(v, query, "limit"); ok {
-		n, err := strconv.Atoi(raw)
-		most := max(capacity, 1)
-		switch {
-		case err != nil && isDigits(raw):
-			v.fieldError("limit", fmt.Sprintf("Number must be less than or equal to %d", most))
-		case err != nil:
-			v.fieldError("limit", "Expected integer, received '"+truncate(raw, 32)+"'")
-		case n < 1:
-			v.fieldError("limit", "Number must be greater than or equal to 1")
-		case n > most:
-			v.fieldError("limit", fmt.Sprintf("Number must be less than or equal to %d", most))
-		default:
-			limit = n
-		}
-	}
+	limit := v.queryLimit(query, min(defaultEventsPage, capacity), max(capacity, 1))
 	if v.failed() {
 		writeValidation(w, v.errs)
 		return
