@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -95,4 +96,39 @@ func TestPanicBecomesJSON500(t *testing.T) {
 	h := newHarness(t)
 	h.backend.statusFn = func(config.Queue) (store.QueueStatus, error) { panic("kaboom") }
 	requireError(t, h.get(t, "/v1/queues/emails"), http.StatusInternalServerError, "internal error")
+}
+
+// Past MaxConcurrentRequests the API sheds load with 429 and Retry-After,
+// while health checks still answer.
+func TestShedLoadAnswers429(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	fb := &fakeBackend{}
+	fb.getJobFn = func(q config.Queue, id string) (*store.Job, error) {
+		entered <- struct{}{}
+		<-release
+		return nil, store.ErrNotFound
+	}
+	srv := New(Options{Backend: fb, Queues: func() map[string]config.Queue {
+		return map[string]config.Queue{"emails": {Name: "emails"}}
+	}, MaxConcurrentRequests: 1})
+	h := srv.Handler()
+	done := make(chan int, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/v1/jobs/"+newID("emails"), nil))
+		done <- w.Code
+	}()
+	<-entered
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/v1/jobs/"+newID("emails"), nil))
+	require.Equal(t, http.StatusTooManyRequests, w.Code)
+	require.Equal(t, "1", w.Header().Get("Retry-After"))
+	require.Contains(t, w.Body.String(), `"error"`)
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/healthz", nil))
+	require.Equal(t, http.StatusOK, w.Code, "health checks are never shed")
+	close(release)
+	require.Equal(t, http.StatusNotFound, <-done)
 }

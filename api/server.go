@@ -32,6 +32,10 @@ type Options struct {
 	// MaxPayloadBytes bounds every request body (413 above it); <= 0 means
 	// DefaultMaxPayloadBytes.
 	MaxPayloadBytes int64
+	// MaxConcurrentRequests bounds the /v1 requests served at once; past it
+	// the API answers 429 with Retry-After: 1 (api.md), so an overload sheds
+	// load instead of queueing without bound. <= 0 means no bound.
+	MaxConcurrentRequests int
 	// Logger receives debug request logs and error reports. Nil means no logs.
 	Logger *zap.Logger
 	// Events is this daemon's in-memory record of recent queue events, read
@@ -53,6 +57,8 @@ type Server struct {
 
 	mux     *http.ServeMux
 	handler http.Handler
+	// slots holds one token per request being served (nil: unbounded).
+	slots chan struct{}
 }
 
 // New builds a Server from opts and registers every route.
@@ -73,10 +79,13 @@ func New(opts Options) *Server {
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
+	if opts.MaxConcurrentRequests > 0 {
+		s.slots = make(chan struct{}, opts.MaxConcurrentRequests)
+	}
 	s.routes()
 	// Outermost first: log everything (including 401s), turn panics into a
 	// JSON 500, authenticate, then route with JSON 404/405 for unknown paths.
-	s.handler = s.logRequests(s.recoverPanics(s.requireAuth(s.jsonFallback(s.mux))))
+	s.handler = s.logRequests(s.recoverPanics(s.shedLoad(s.requireAuth(s.jsonFallback(s.mux)))))
 	return s
 }
 
@@ -227,4 +236,27 @@ func formatTimePtr(t *time.Time) *string {
 	}
 	s := formatTime(*t)
 	return &s
+}
+
+// shedLoad answers 429 with Retry-After: 1 when MaxConcurrentRequests
+// requests are already being served. Health checks are never shed: a load
+// balancer must still see the daemon alive and ready.
+func (s *Server) shedLoad(next http.Handler) http.Handler {
+	if s.slots == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if publicPaths[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+			next.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, "API overloaded: too many concurrent requests, retry later")
+		}
+	})
 }

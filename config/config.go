@@ -44,8 +44,9 @@ func Default() *Config {
 	return &Config{
 		Redis: Redis{Prefix: "simpleq"},
 		HTTP: HTTP{
-			Listen:          "127.0.0.1:8080",
-			MaxPayloadBytes: 1 << 20,
+			Listen:                "127.0.0.1:8080",
+			MaxPayloadBytes:       1 << 20,
+			MaxConcurrentRequests: 1024,
 		},
 		ShutdownGrace: 10 * time.Second,
 		Log:           Log{Format: "json", Level: "info"},
@@ -197,6 +198,7 @@ func topSchema(c *Config) []node {
 		{name: "http", children: []node{
 			{name: "listen", target: &c.HTTP.Listen},
 			{name: "maxPayloadBytes", target: &c.HTTP.MaxPayloadBytes},
+			{name: "maxConcurrentRequests", target: &c.HTTP.MaxConcurrentRequests},
 		}},
 		{name: "shutdownGrace", target: &c.ShutdownGrace},
 		{name: "auth", children: []node{
@@ -773,6 +775,9 @@ func (l *loader) validate(c *Config) {
 	if c.HTTP.MaxPayloadBytes < 1024 {
 		l.problemf("http.maxPayloadBytes", "must be ≥ 1024 (got %d)", c.HTTP.MaxPayloadBytes)
 	}
+	if c.HTTP.MaxConcurrentRequests < 1 {
+		l.problemf("http.maxConcurrentRequests", "must be ≥ 1 (got %d)", c.HTTP.MaxConcurrentRequests)
+	}
 	if len(c.Auth.APIKeys) == 0 && listenOK && !loopback {
 		l.problemf("auth.apiKeys", "required when http.listen is not a loopback address")
 	}
@@ -952,8 +957,9 @@ type (
 		Prefix   string   `yaml:"prefix"`
 	}
 	httpView struct {
-		Listen          string `yaml:"listen"`
-		MaxPayloadBytes int64  `yaml:"maxPayloadBytes"`
+		Listen                string `yaml:"listen"`
+		MaxPayloadBytes       int64  `yaml:"maxPayloadBytes"`
+		MaxConcurrentRequests int    `yaml:"maxConcurrentRequests"`
 	}
 	authView struct {
 		APIKeys []string `yaml:"apiKeys"`

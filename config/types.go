@@ -37,6 +37,10 @@ func (r Redis) Embedded() bool { return r.Addr == "" && len(r.Addrs) == 0 }
 type HTTP struct {
 	Listen          string
 	MaxPayloadBytes int64
+	// MaxConcurrentRequests bounds the API requests served at once; past it
+	// the API answers 429 with Retry-After (api.md: "the API itself is
+	// overloaded") instead of queueing without bound.
+	MaxConcurrentRequests int
 }
 
 // Auth holds the Bearer keys the API accepts.

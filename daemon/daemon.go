@@ -255,13 +255,14 @@ func (d *Daemon) checkPersistence(ctx context.Context) {
 
 func (d *Daemon) handler() http.Handler {
 	srv := api.New(api.Options{
-		Backend:         backend{d},
-		Waker:           d.bus,
-		Queues:          func() map[string]config.Queue { return d.cfg.Load().Queues },
-		APIKeys:         func() []string { return d.cfg.Load().Auth.APIKeys },
-		MaxPayloadBytes: d.cfg.Load().HTTP.MaxPayloadBytes,
-		Logger:          d.log.Named("api"),
-		Events:          d.events,
+		Backend:               backend{d},
+		Waker:                 d.bus,
+		Queues:                func() map[string]config.Queue { return d.cfg.Load().Queues },
+		APIKeys:               func() []string { return d.cfg.Load().Auth.APIKeys },
+		MaxPayloadBytes:       d.cfg.Load().HTTP.MaxPayloadBytes,
+		MaxConcurrentRequests: d.cfg.Load().HTTP.MaxConcurrentRequests,
+		Logger:                d.log.Named("api"),
+		Events:                d.events,
 	})
 	// /metrics sits beside the API rather than inside it: it needs no key
 	// (api.md) and is Prometheus text, not the API's JSON.
