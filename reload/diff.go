@@ -80,6 +80,7 @@ func Diff(old, next *config.Config) Changes {
 		{"redis", !sameRedis(old.Redis, next.Redis)},
 		{"http.listen", old.HTTP.Listen != next.HTTP.Listen},
 		{"http.maxPayloadBytes", old.HTTP.MaxPayloadBytes != next.HTTP.MaxPayloadBytes},
+		{"http.maxConcurrentRequests", old.HTTP.MaxConcurrentRequests != next.HTTP.MaxConcurrentRequests},
 		{"shutdownGrace", old.ShutdownGrace != next.ShutdownGrace},
 		{"log.format", old.Log.Format != next.Log.Format},
 		{"log.level", old.Log.Level != next.Log.Level},
