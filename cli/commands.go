@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/simpleq/simpleqd/client"
 	"io"
 	"math"
 	"net/url"
@@ -96,7 +97,7 @@ func publishCmd(fs *flag.FlagSet) func(context.Context, *call) error {
 
 func jobCmd(*flag.FlagSet) func(context.Context, *call) error {
 	return func(ctx context.Context, c *call) error {
-		var j jobJSON
+		var j client.Job
 		raw, err := c.api.get(ctx, "/v1/jobs/"+url.PathEscape(c.args[0]), nil, &j)
 		if err != nil {
 			return err
@@ -124,7 +125,7 @@ func queuesCmd(*flag.FlagSet) func(context.Context, *call) error {
 
 func queueCmd(*flag.FlagSet) func(context.Context, *call) error {
 	return func(ctx context.Context, c *call) error {
-		var q queueJSON
+		var q client.Queue
 		raw, err := c.api.get(ctx, "/v1/queues/"+url.PathEscape(c.args[0]), nil, &q)
 		if err != nil {
 			return err
@@ -236,7 +237,7 @@ func resumeCmd(*flag.FlagSet) func(context.Context, *call) error {
 // control posts pause or resume and prints the queue's new hold state.
 func (c *call) control(ctx context.Context, action string, body []byte) error {
 	queue := c.args[0]
-	var q queueJSON
+	var q client.Queue
 	raw, _, err := c.api.post(ctx, "/v1/queues/"+url.PathEscape(queue)+"/"+action, body, &q)
 	if err != nil {
 		return err

@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"github.com/simpleq/simpleqd/client"
 )
 
 // payloadPreview bounds how much of a payload "job" prints; --json shows all.
@@ -17,12 +19,24 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 }
 
-// dash shows an absent value.
-func dash(s *string) string {
-	if s == nil || *s == "" {
+// wireTime is the API's time format; tables print times exactly as the API
+// sends them.
+const wireTime = "2006-01-02T15:04:05.000Z"
+
+// stamp renders t in the wire format; "-" for an absent time.
+func stamp(t *time.Time) string {
+	if t == nil {
 		return "-"
 	}
-	return *s
+	return t.UTC().Format(wireTime)
+}
+
+// dash shows an absent value.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // oneLine keeps table cells on one line and bounded.
@@ -34,17 +48,8 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-func seconds(f float64) string {
-	return (time.Duration(f * float64(time.Second))).String()
-}
-
-// relative renders an API time as "in 4.2s" / "3s ago" from now; "" when it
-// cannot be parsed.
-func relative(ts string, now time.Time) string {
-	t, err := time.Parse(time.RFC3339Nano, ts)
-	if err != nil {
-		return ""
-	}
+// relative renders a time as "in 4.2s" / "3s ago" from now.
+func relative(t time.Time, now time.Time) string {
 	d := t.Sub(now).Round(100 * time.Millisecond)
 	if d >= 0 {
 		return "in " + d.String()
@@ -53,43 +58,40 @@ func relative(ts string, now time.Time) string {
 }
 
 // holdText summarises a queue's delivery state in one phrase.
-func holdText(q queueJSON, now time.Time) string {
+func holdText(q client.Queue, now time.Time) string {
 	h := q.Hold
 	switch h.State {
 	case "held":
 		s := "held"
 		if h.Until != nil {
-			s += " until " + *h.Until
-			if r := relative(*h.Until, now); r != "" {
-				s += " (" + r + ")"
-			}
+			s += " until " + stamp(h.Until) + " (" + relative(*h.Until, now) + ")"
 		}
 		return s
 	case "probing":
-		if h.ProbeJobID != nil {
-			return "probing with " + *h.ProbeJobID
+		if h.ProbeJobID != "" {
+			return "probing with " + h.ProbeJobID
 		}
 		return "probing (next ready job is the probe)"
 	case "paused":
-		if h.Reason != nil && *h.Reason != "" {
-			return "paused (" + oneLine(*h.Reason, 60) + ")"
+		if h.Reason != "" {
+			return "paused (" + oneLine(h.Reason, 60) + ")"
 		}
 		return "paused"
 	case "":
 		return "open"
 	default:
-		return h.State
+		return string(h.State)
 	}
 }
 
-func rateText(q queueJSON) string {
+func rateText(q client.Queue) string {
 	if q.RateLimitMax <= 0 {
 		return "none"
 	}
-	return fmt.Sprintf("%d per %s", q.RateLimitMax, seconds(q.RateLimitWindow))
+	return fmt.Sprintf("%d per %s", q.RateLimitMax, q.RateLimitWindow)
 }
 
-func renderQueues(w io.Writer, qs []queueJSON, now time.Time) error {
+func renderQueues(w io.Writer, qs []client.Queue, now time.Time) error {
 	if len(qs) == 0 {
 		_, err := fmt.Fprintln(w, "no queues configured")
 		return err
@@ -103,17 +105,17 @@ func renderQueues(w io.Writer, qs []queueJSON, now time.Time) error {
 	return tw.Flush()
 }
 
-func renderQueue(w io.Writer, q queueJSON, now time.Time) error {
+func renderQueue(w io.Writer, q client.Queue, now time.Time) error {
 	tw := newTable(w)
 	rows := [][2]string{
 		{"name", q.Name},
 		{"state", holdText(q, now)},
 	}
-	if q.Hold.Reason != nil && *q.Hold.Reason != "" && q.Hold.State != "paused" {
-		rows = append(rows, [2]string{"hold reason", *q.Hold.Reason})
+	if q.Hold.Reason != "" && q.Hold.State != client.HoldPaused {
+		rows = append(rows, [2]string{"hold reason", q.Hold.Reason})
 	}
 	rows = append(rows,
-		[2]string{"mode", q.Mode},
+		[2]string{"mode", string(q.Mode)},
 		[2]string{"webhookUrl", q.WebhookURL},
 		[2]string{"concurrency", strconv.Itoa(q.Concurrency)},
 		[2]string{"rate limit", rateText(q)},
@@ -130,7 +132,7 @@ func renderQueue(w io.Writer, q queueJSON, now time.Time) error {
 	return tw.Flush()
 }
 
-func renderJob(w io.Writer, j jobJSON) error {
+func renderJob(w io.Writer, j client.Job) error {
 	tw := newTable(w)
 	payload := string(j.Payload)
 	if n := len(payload); n > payloadPreview {
@@ -139,14 +141,14 @@ func renderJob(w io.Writer, j jobJSON) error {
 	rows := [][2]string{
 		{"id", j.ID},
 		{"queue", j.Queue},
-		{"status", j.Status},
+		{"status", string(j.Status)},
 		{"attempts", fmt.Sprintf("%d of %d", j.Attempts, j.MaxAttempts)},
 		{"defers", strconv.Itoa(j.DeferCount)},
 		{"idempotencyKey", dash(j.IdempotencyKey)},
-		{"createdAt", j.CreatedAt},
-		{"scheduledFor", j.ScheduledFor},
-		{"expiresAt", j.ExpiresAt},
-		{"completedAt", dash(j.CompletedAt)},
+		{"createdAt", stamp(&j.CreatedAt)},
+		{"scheduledFor", stamp(&j.ScheduledFor)},
+		{"expiresAt", stamp(&j.ExpiresAt)},
+		{"completedAt", stamp(j.CompletedAt)},
 		{"lastError", oneLine(dash(j.LastError), 200)},
 		{"deadReason", dash(j.DeadReason)},
 		{"payload", payload},
@@ -166,25 +168,25 @@ func renderJob(w io.Writer, j jobJSON) error {
 	fmt.Fprintln(tw, "ATTEMPT\tSTATUS\tCODE\tPROBE\tRETRY AFTER\tTIME\tDETAIL")
 	for _, a := range j.History {
 		code := "-"
-		if a.WebhookStatusCode != nil {
-			code = strconv.Itoa(*a.WebhookStatusCode)
+		if a.WebhookStatusCode != 0 {
+			code = strconv.Itoa(a.WebhookStatusCode)
 		}
 		probe := ""
 		if a.Probe {
 			probe = "yes"
 		}
 		ra := "-"
-		if a.RetryAfter != nil {
-			ra = seconds(*a.RetryAfter)
+		if a.Status == client.AttemptDeferred {
+			ra = a.RetryAfter.String()
 			if a.Scope != "" {
-				ra += " (" + a.Scope + ")"
+				ra += " (" + string(a.Scope) + ")"
 			}
 		}
 		detail := dash(a.Error)
-		if a.Reason != nil && *a.Reason != "" {
-			detail = *a.Reason
+		if a.Reason != "" {
+			detail = a.Reason
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Status, code, probe, ra, a.Timestamp, oneLine(detail, 80))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Status, code, probe, ra, stamp(&a.Timestamp), oneLine(detail, 80))
 	}
 	return tw.Flush()
 }
@@ -198,7 +200,7 @@ func renderDead(w io.Writer, queue string, page deadPageJSON, limit int) error {
 	fmt.Fprintln(tw, "ID\tREASON\tATTEMPTS\tDEFERS\tCREATED\tDIED\tLAST ERROR")
 	for _, j := range page.Jobs {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", j.ID, dash(j.DeadReason), j.Attempts, j.DeferCount,
-			j.CreatedAt, dash(j.CompletedAt), oneLine(dash(j.LastError), 60))
+			stamp(&j.CreatedAt), stamp(j.CompletedAt), oneLine(dash(j.LastError), 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
