@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -31,13 +30,7 @@ type rateLimitedWebhook struct {
 
 func newRateLimitedWebhook(outage time.Duration) *rateLimitedWebhook {
 	h := &rateLimitedWebhook{outage: outage}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	h.url = "http://" + l.Addr().String() + "/hook"
-	h.srv = &http.Server{Handler: http.HandlerFunc(h.serve)}
-	go func() { _ = h.srv.Serve(l) }()
+	h.url, h.srv = serveLoopback(h.serve)
 	return h
 }
 

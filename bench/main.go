@@ -834,16 +834,7 @@ func (a *apiClient) publishMany(ctx context.Context, queue string, n, clients in
 
 func (a *apiClient) publishBatches(ctx context.Context, queue string, n, size, clients int, payload string) error {
 	item := `{"payload":{"data":"` + payload + `"}}`
-	var sb strings.Builder
-	sb.WriteString(`{"jobs":[`)
-	for i := 0; i < size; i++ {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString(item)
-	}
-	sb.WriteString(`]}`)
-	full := []byte(sb.String())
+	full := batchBody(item, size)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
@@ -859,16 +850,7 @@ func (a *apiClient) publishBatches(ctx context.Context, queue string, n, size, c
 				}
 				body := full
 				if rest := n - int(b-1)*size; rest < size {
-					var s strings.Builder
-					s.WriteString(`{"jobs":[`)
-					for i := 0; i < rest; i++ {
-						if i > 0 {
-							s.WriteByte(',')
-						}
-						s.WriteString(item)
-					}
-					s.WriteString(`]}`)
-					body = []byte(s.String())
+					body = batchBody(item, rest)
 				}
 				req, _ := http.NewRequestWithContext(ctx, "POST", a.base+"/v1/queues/"+queue+"/jobs/batch", bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
@@ -893,6 +875,31 @@ func (a *apiClient) publishBatches(ctx context.Context, queue string, n, size, c
 	return nil
 }
 
+// batchBody is a batch publish request of n copies of item.
+func batchBody(item string, n int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"jobs":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(item)
+	}
+	sb.WriteString(`]}`)
+	return []byte(sb.String())
+}
+
+// serveLoopback serves h on a free loopback port and returns its webhook URL.
+func serveLoopback(h http.HandlerFunc) (string, *http.Server) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(l) }()
+	return "http://" + l.Addr().String() + "/hook", srv
+}
+
 // ---- webhook ----
 
 type noopWebhook struct {
@@ -908,13 +915,7 @@ type noopWebhook struct {
 
 func newNoopWebhook() *noopWebhook {
 	h := &noopWebhook{starts: map[string]time.Time{}}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	h.url = "http://" + l.Addr().String() + "/hook"
-	h.srv = &http.Server{Handler: http.HandlerFunc(h.serve)}
-	go func() { _ = h.srv.Serve(l) }()
+	h.url, h.srv = serveLoopback(h.serve)
 	return h
 }
 
