@@ -152,12 +152,22 @@ func run(ctx context.Context, o options) error {
 		go func() { pubDone <- fetchProfile(ctx, pubProf, o.profile) }()
 		time.Sleep(100 * time.Millisecond)
 	}
+	pubCPU := &cpuSplit{redis: []int{rs.cmd.Process.Pid}, daemons: []int{d.cmd.Process.Pid}}
+	pubCPU.start()
 	start := time.Now()
-	if err := api.publishMany(ctx, "q0", o.publishN, 50, body); err != nil {
+	if err := leanPublishMany(ctx, d.url, "q0", o.publishN, 50, body); err != nil {
 		return err
 	}
 	pubRate := float64(o.publishN) / time.Since(start).Seconds()
 	add("HTTP publish, single-job requests, 50 clients", fmt.Sprintf("%.0f jobs/s", pubRate), "≥ 20,000")
+	add("CPU per single publish: Redis / daemon / client", pubCPU.perJob(o.publishN), "")
+	pubCPU.start()
+	start = time.Now()
+	if err := api.publishMany(ctx, "q0", o.publishN/2, 50, body); err != nil {
+		return err
+	}
+	add("  the same with Go's net/http client as load generator", fmt.Sprintf("%.0f jobs/s", float64(o.publishN/2)/time.Since(start).Seconds()), "")
+	add("  CPU per single publish: Redis / daemon / client", pubCPU.perJob(o.publishN/2), "")
 	if pubDone != nil {
 		if err := <-pubDone; err != nil {
 			return err
@@ -167,12 +177,14 @@ func run(ctx context.Context, o options) error {
 	}
 
 	// Batch publish throughput.
+	pubCPU.start()
 	start = time.Now()
 	if err := api.publishBatches(ctx, "q0", o.batchN, 1000, 4, payload); err != nil {
 		return err
 	}
 	batchRate := float64(o.batchN) / time.Since(start).Seconds()
 	add("HTTP batch publish (1,000 jobs per request, 4 clients)", fmt.Sprintf("%.0f jobs/s", batchRate), "≥ 100,000")
+	add("CPU per batch-published job: Redis / daemon / client", pubCPU.perJob(o.batchN), "")
 
 	// Memory per waiting job: the queue now holds publishN+batchN waiting jobs.
 	waiting := o.publishN + o.batchN
@@ -196,7 +208,7 @@ func run(ctx context.Context, o options) error {
 		pprofAddr = "127.0.0.1:" + strconv.Itoa(port)
 		os.Setenv("SIMPLEQD_PPROF_LISTEN", pprofAddr)
 	}
-	d, err = startDaemon(ctx, bin, work, "d1b", []string{rs.addr}, nil, hook.url, o.concurrency, 1)
+	d, err = startDaemon(ctx, bin, work, "d1b", []string{rs.addr}, nil, hook.url, o.concurrency, 1, [2]string{"qnet", hook.netURL})
 	os.Unsetenv("SIMPLEQD_PPROF_LISTEN")
 	if err != nil {
 		return err
@@ -204,26 +216,31 @@ func run(ctx context.Context, o options) error {
 	api = newAPI(d.url)
 
 	// End-to-end deliveries/s: N jobs published in batches while paused, then
-	// resumed; commandstats cover publish + claim + delivery + settle.
-	var profDone chan error
+	// resumed; commandstats cover publish + claim + delivery + settle. The
+	// CPU split (and the profile, if asked for) covers the delivery only.
+	cpu := &cpuSplit{redis: []int{rs.cmd.Process.Pid}, daemons: []int{d.cmd.Process.Pid}}
 	if pprofAddr != "" {
-		profDone = make(chan error, 1)
-		go func() { profDone <- fetchProfile(ctx, pprofAddr, o.profile) }()
-		time.Sleep(100 * time.Millisecond)
+		cpu.profileAddr, cpu.profilePath = pprofAddr, o.profile
 	}
-	rate, calls, cmds, usec, err := deliveryRunUsec(ctx, api, rs, hook, "q0", o.n, payload)
+	rate, calls, cmds, usec, err := deliveryRunUsec(ctx, api, rs, hook, "q0", o.n, payload, cpu)
 	if err != nil {
 		return err
 	}
-	if profDone != nil {
-		if err := <-profDone; err != nil {
-			return err
-		}
+	if err := cpu.profileErr(); err != nil {
+		return err
 	}
+	cpu.profileAddr = ""
 	add(fmt.Sprintf("end-to-end deliveries/s, N=%d, concurrency %d, 1 daemon", o.n, o.concurrency), fmt.Sprintf("%.0f /s", rate), "≥ 15,000")
 	add("Redis script calls per delivered job (publish..settle)", fmt.Sprintf("%.2f", calls), "≤ 1.5")
 	add("Redis commands per delivered job (incl. inside scripts)", fmt.Sprintf("%.1f", cmds), "≤ 12")
 	add("Redis script time per delivered job (publish..settle)", fmt.Sprintf("%.0f µs", usec), "")
+	add("CPU per delivered job: Redis / daemon / webhook", cpu.result, "")
+	rate, _, _, _, err = deliveryRunUsec(ctx, api, rs, hook, "qnet", o.n, payload, cpu)
+	if err != nil {
+		return err
+	}
+	add("  the same with Go's net/http server as the webhook", fmt.Sprintf("%.0f /s", rate), "")
+	add("  CPU per delivered job: Redis / daemon / webhook", cpu.result, "")
 
 	if o.only == "delivery" {
 		_ = d.stop()
@@ -321,9 +338,9 @@ func printRows(rows []row) error {
 	return tw.Flush()
 }
 
-// fetchProfile takes a 3-second CPU profile from the daemon's pprof listener.
+// fetchProfile takes a 2-second CPU profile from the daemon's pprof listener.
 func fetchProfile(ctx context.Context, addr, path string) error {
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/debug/pprof/profile?seconds=3", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/debug/pprof/profile?seconds=2", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("profile: %w", err)
@@ -349,12 +366,12 @@ func human(n int) string {
 // command statistics, resumes, waits for all deliveries and returns the rate
 // and the script calls and commands per delivered job (publish included).
 func deliveryRun(ctx context.Context, api *apiClient, rs *redisProc, hook *noopWebhook, queue string, n int, payload string) (rate, callsPerJob, cmdsPerJob float64, err error) {
-	rate, callsPerJob, cmdsPerJob, _, err = deliveryRunUsec(ctx, api, rs, hook, queue, n, payload)
+	rate, callsPerJob, cmdsPerJob, _, err = deliveryRunUsec(ctx, api, rs, hook, queue, n, payload, nil)
 	return
 }
 
 // deliveryRunUsec is deliveryRun that also reports Redis script time per job.
-func deliveryRunUsec(ctx context.Context, api *apiClient, rs *redisProc, hook *noopWebhook, queue string, n int, payload string) (rate, callsPerJob, cmdsPerJob, usecPerJob float64, err error) {
+func deliveryRunUsec(ctx context.Context, api *apiClient, rs *redisProc, hook *noopWebhook, queue string, n int, payload string, cpu *cpuSplit) (rate, callsPerJob, cmdsPerJob, usecPerJob float64, err error) {
 	if err := api.post(ctx, "/v1/queues/"+queue+"/pause", `{}`); err != nil {
 		return 0, 0, 0, 0, err
 	}
@@ -366,6 +383,9 @@ func deliveryRunUsec(ctx context.Context, api *apiClient, rs *redisProc, hook *n
 	}
 	base := hook.count.Load()
 	start := time.Now()
+	if cpu != nil {
+		cpu.start()
+	}
 	if err := api.post(ctx, "/v1/queues/"+queue+"/resume", `{}`); err != nil {
 		return 0, 0, 0, 0, err
 	}
@@ -377,6 +397,9 @@ func deliveryRunUsec(ctx context.Context, api *apiClient, rs *redisProc, hook *n
 		time.Sleep(2 * time.Millisecond)
 	}
 	rate = float64(n) / time.Since(start).Seconds()
+	if cpu != nil {
+		cpu.result = cpu.perJob(n)
+	}
 	// Let the last settles land before reading stats.
 	time.Sleep(300 * time.Millisecond)
 	calls, cmds, usec, err := rs.commandStatsUsec(ctx)
@@ -702,7 +725,10 @@ type daemonProc struct {
 	cmd *exec.Cmd
 }
 
-func startDaemon(ctx context.Context, bin, work, name string, addr, addrs []string, hookURL string, conc, queues int) (*daemonProc, error) {
+// startDaemon starts a simpleqd process with queues q0..q{queues-1} (plus q1
+// when queues is 1) delivering to hookURL, and one more queue per entry of
+// extra (name → webhook URL).
+func startDaemon(ctx context.Context, bin, work, name string, addr, addrs []string, hookURL string, conc, queues int, extra ...[2]string) (*daemonProc, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -719,6 +745,9 @@ func startDaemon(ctx context.Context, bin, work, name string, addr, addrs []stri
 	}
 	if queues == 1 {
 		fmt.Fprintf(&y, "  q1:\n    webhookUrl: %s\n    signingSecret: s\n    concurrency: %d\n", hookURL, conc)
+	}
+	for _, e := range extra {
+		fmt.Fprintf(&y, "  %s:\n    webhookUrl: %s\n    signingSecret: s\n    concurrency: %d\n    maxAttempts: 3\n", e[0], e[1], conc)
 	}
 	path := filepath.Join(work, name+".yaml")
 	if err := os.WriteFile(path, []byte(y.String()), 0o600); err != nil {
@@ -902,63 +931,111 @@ func serveLoopback(h http.HandlerFunc) (string, *http.Server) {
 
 // ---- webhook ----
 
+// noopWebhook is the delivery target: a lean HTTP/1.1 responder at url (the
+// headline rows) and Go's net/http server at netURL (the comparison row).
+// Both count into one counter and feed one latency tracker.
 type noopWebhook struct {
-	url   string
-	srv   *http.Server
-	count atomic.Int64
-
-	mu       sync.Mutex
-	tracking bool
-	starts   map[string]time.Time
-	lat      []float64
+	url    string
+	netURL string
+	srv    *http.Server
+	lean   *leanWebhook
+	count  *atomic.Int64
+	*latencyTracker
 }
 
 func newNoopWebhook() *noopWebhook {
-	h := &noopWebhook{starts: map[string]time.Time{}}
-	h.url, h.srv = serveLoopback(h.serve)
+	lat := newLatencyTracker()
+	h := &noopWebhook{latencyTracker: lat}
+	h.lean = newLeanWebhook(lat)
+	h.count = &h.lean.count
+	h.url = h.lean.url
+	h.netURL, h.srv = serveLoopback(h.serve)
 	return h
 }
 
-func (h *noopWebhook) close() { _ = h.srv.Close() }
+func (h *noopWebhook) close() { _ = h.srv.Close(); h.lean.close() }
 
 func (h *noopWebhook) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	h.count.Add(1)
-	h.mu.Lock()
-	if h.tracking {
-		if i := bytes.Index(body, []byte(`"k":"`)); i >= 0 {
-			rest := body[i+5:]
-			if j := bytes.IndexByte(rest, '"'); j >= 0 {
-				key := string(rest[:j])
-				if s, ok := h.starts[key]; ok {
-					h.lat = append(h.lat, float64(time.Since(s).Microseconds())/1000)
-					delete(h.starts, key)
-				}
-			}
-		}
-	}
-	h.mu.Unlock()
+	h.observe(body)
 	w.WriteHeader(200)
 }
 
-func (h *noopWebhook) trackLatency(on bool) {
-	h.mu.Lock()
-	h.tracking = on
-	if on {
-		h.lat = nil
-		h.starts = map[string]time.Time{}
+func (h *noopWebhook) trackLatency(on bool) { h.track(on) }
+
+// procCPU is the user+system CPU time a process has used so far (pid 0: this
+// process, which runs the load generator and the webhook), from /proc.
+func procCPU(pid int) time.Duration {
+	path := "/proc/self/stat"
+	if pid > 0 {
+		path = "/proc/" + strconv.Itoa(pid) + "/stat"
 	}
-	h.mu.Unlock()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are the
+	// 14th and 15th fields of the whole line, in clock ticks (100 per second).
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
-func (h *noopWebhook) markStart(key string) {
-	h.mu.Lock()
-	h.starts[key] = time.Now()
-	h.mu.Unlock()
+// cpuSplit measures CPU used by Redis, the daemons and this process between
+// start and stop.
+type cpuSplit struct {
+	redis, daemons []int
+	before         [3]time.Duration
+	result         string
+	// profileAddr, when set, is a daemon pprof listener: start takes a CPU
+	// profile into profilePath.
+	profileAddr, profilePath string
+	profDone                 chan error
 }
 
-func (h *noopWebhook) latencies() []float64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]float64(nil), h.lat...)
+func (c *cpuSplit) sample() [3]time.Duration {
+	var r [3]time.Duration
+	for _, p := range c.redis {
+		r[0] += procCPU(p)
+	}
+	for _, p := range c.daemons {
+		r[1] += procCPU(p)
+	}
+	r[2] = procCPU(0)
+	return r
+}
+
+func (c *cpuSplit) start() {
+	if c.profileAddr != "" {
+		c.profDone = make(chan error, 1)
+		go func() { c.profDone <- fetchProfile(context.Background(), c.profileAddr, c.profilePath) }()
+	}
+	c.before = c.sample()
+}
+
+// profileErr waits for the profile started by start, if any.
+func (c *cpuSplit) profileErr() error {
+	if c.profDone == nil {
+		return nil
+	}
+	err := <-c.profDone
+	c.profDone = nil
+	return err
+}
+
+// perJob formats CPU per job for Redis, daemons, and webhook + load generator.
+func (c *cpuSplit) perJob(n int) string {
+	after := c.sample()
+	us := func(i int) float64 { return float64((after[i] - c.before[i]).Microseconds()) / float64(n) }
+	return fmt.Sprintf("%.0f / %.0f / %.0f µs", us(0), us(1), us(2))
 }

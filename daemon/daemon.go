@@ -83,7 +83,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 	d.events = events.New(events.DefaultCapacity)
 	d.disp = dispatch.New(dispatch.Options{
 		Store:      st,
-		Deliverer:  &dispatch.Deliverer{Client: dispatch.NewHTTPClient(), UserAgent: "simpleqd/" + Version},
+		Deliverer:  dispatch.NewDeliverer("simpleqd/" + Version),
 		Observer:   events.Observers(d.metrics, d.events),
 		Logger:     log,
 		ClaimBatch: cfg.Dispatch.ClaimBatch,

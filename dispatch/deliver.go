@@ -1,16 +1,17 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/simpleq/simpleqd/config"
 	"github.com/simpleq/simpleqd/hold"
@@ -24,69 +25,148 @@ const (
 	drainLimit     = 64 << 10
 )
 
-// NewHTTPClient returns the client deliveries use: redirects are never
-// followed (a 3xx is a failure), environment proxies are ignored, and
-// connections are pooled per webhook host.
-func NewHTTPClient() *http.Client {
-	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          4096,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}
-	return &http.Client{
-		Transport:     tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+// Deliverer POSTs one job to its queue's webhook and classifies the answer.
+//
+// It uses fasthttp's client rather than net/http's: on the loopback
+// benchmark (bench/) a delivery cost the daemon about 40 µs of CPU through
+// net/http, whose transport runs two goroutines per connection and a header
+// map per request, and about 17 µs through fasthttp. The delivery policy is
+// the same either way: redirects are never followed (a 3xx is a failure:
+// following could send a signed payload elsewhere), environment proxies
+// are never used (a proxy would see every payload and signature), only a
+// bounded part of a response body is read, and connections are pooled per
+// webhook host.
+type Deliverer struct {
+	client    *fasthttp.Client
+	userAgent string
+
+	// conns are the open webhook connections, so that a shutdown past its
+	// grace period can cut deliveries in flight (fasthttp takes no context).
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	cut   bool // after a shutdown cut, nothing new is dialled
+	abort sync.Once
 }
 
-// Deliverer POSTs one job to its queue's webhook and classifies the answer.
-type Deliverer struct {
-	Client    *http.Client
-	UserAgent string
+// NewDeliverer returns a Deliverer that sends userAgent with every delivery.
+func NewDeliverer(userAgent string) *Deliverer {
+	d := &Deliverer{userAgent: userAgent, conns: map[net.Conn]struct{}{}}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	d.client = &fasthttp.Client{
+		Dial: func(addr string) (net.Conn, error) {
+			c, err := dialer.Dial("tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return d.track(c)
+		},
+		MaxConnsPerHost:               4096,
+		MaxConnWaitTimeout:            10 * time.Second,
+		MaxIdleConnDuration:           30 * time.Second,
+		StreamResponseBody:            true,
+		NoDefaultUserAgentHeader:      true,
+		// A POST is retried once, only when the server closed a kept-alive
+		// connection before answering (it timed the connection out while it
+		// sat in the pool): the request never reached a handler there.
+		RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
+			return false, attempts == 1 && (errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF))
+		},
+	}
+	return d
+}
+
+// trackedConn removes itself from the Deliverer's set when closed.
+type trackedConn struct {
+	net.Conn
+	d    *Deliverer
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.d.mu.Lock()
+		delete(c.d.conns, c)
+		c.d.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+func (d *Deliverer) track(c net.Conn) (net.Conn, error) {
+	tc := &trackedConn{Conn: c, d: d}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cut {
+		_ = c.Close()
+		return nil, errors.New("shutting down")
+	}
+	d.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+// cutAll closes every webhook connection: deliveries in flight fail at once.
+func (d *Deliverer) cutAll() {
+	d.mu.Lock()
+	d.cut = true
+	conns := make([]net.Conn, 0, len(d.conns))
+	for c := range d.conns {
+		conns = append(conns, c)
+	}
+	d.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
 
 // Deliver makes one delivery. It returns the outcome to record; a cancelled
 // ctx (shutdown past its grace period) yields a release, which spends nothing.
 func (d *Deliverer) Deliver(ctx context.Context, q config.Queue, j store.ClaimedJob) store.Outcome {
 	out := store.Outcome{ID: j.ID, Token: j.Token}
-	body := Envelope(q.Name, q.MaxAttempts, j)
-	rctx, cancel := context.WithTimeout(ctx, q.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, q.WebhookURL, bytes.NewReader(body))
-	if err != nil {
-		out.Kind, out.Error = store.OutcomeFail, "bad webhook URL: "+err.Error()
+	d.abort.Do(func() { context.AfterFunc(ctx, d.cutAll) })
+	if ctx.Err() != nil {
+		out.Kind = store.OutcomeRelease
 		return out
 	}
-	h := req.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", d.UserAgent)
-	h.Set("X-Simpleq-Signature", Sign(q.SigningSecret, body))
-	h.Set("X-Simpleq-Job-Id", j.ID)
-	h.Set("X-Simpleq-Attempt", strconv.Itoa(j.Attempt))
-	h.Set("X-Simpleq-Queue", q.Name)
+	body := Envelope(q.Name, q.MaxAttempts, j)
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(q.WebhookURL)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.Header.SetContentType("application/json")
+	req.Header.SetUserAgent(d.userAgent)
+	req.Header.Set("X-Simpleq-Signature", Sign(q.SigningSecret, body))
+	req.Header.Set("X-Simpleq-Job-Id", j.ID)
+	req.Header.Set("X-Simpleq-Attempt", strconv.Itoa(j.Attempt))
+	req.Header.Set("X-Simpleq-Queue", q.Name)
+	req.SetBodyRaw(body)
 
-	resp, err := d.Client.Do(req)
+	err := d.client.DoTimeout(req, resp, q.Timeout)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
 			out.Kind = store.OutcomeRelease
-		case errors.Is(err, context.DeadlineExceeded) || rctx.Err() != nil:
+		case errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, fasthttp.ErrDialTimeout) || isTimeout(err):
 			out.Kind, out.Error = store.OutcomeFail, fmt.Sprintf("timeout after %s", q.Timeout)
 		default:
 			out.Kind, out.Error = store.OutcomeFail, "connection error: "+trimErr(err)
 		}
 		return out
 	}
-	defer resp.Body.Close()
-	out.StatusCode = resp.StatusCode
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLimit))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
+	out.StatusCode = resp.StatusCode()
+	var snippet []byte
+	if stream := resp.BodyStream(); stream != nil {
+		snippet, _ = io.ReadAll(io.LimitReader(stream, errorBodyLimit))
+		_, _ = io.Copy(io.Discard, io.LimitReader(stream, drainLimit))
+		_ = resp.CloseBodyStream() // an undrained body closes the connection
+	} else {
+		snippet = resp.Body()
+		if len(snippet) > errorBodyLimit {
+			snippet = snippet[:errorBodyLimit]
+		}
+	}
 
-	switch code := resp.StatusCode; {
+	switch code := out.StatusCode; {
 	case code >= 200 && code < 300:
 		out.Kind = store.OutcomeOK
 		if q.Mode == "ack" {
@@ -94,7 +174,7 @@ func (d *Deliverer) Deliver(ctx context.Context, q config.Queue, j store.Claimed
 		}
 	case hold.IsBackpressure(code):
 		out.Kind = store.OutcomeDefer
-		ra := resp.Header.Get("Retry-After")
+		ra := string(resp.Header.Peek("Retry-After"))
 		wait, ok := hold.ParseRetryAfter(ra, time.Now())
 		if !ok {
 			wait = q.DefaultRetryAfter
@@ -114,6 +194,11 @@ func (d *Deliverer) Deliver(ctx context.Context, q config.Queue, j store.Claimed
 		}
 	}
 	return out
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func trimErr(err error) string {

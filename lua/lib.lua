@@ -34,7 +34,8 @@
 --   c createdAt ms, s first scheduled delivery ms, x lifetime end ms, st state,
 --   a attempts spent, d defers spent (both omitted while 0), k idempotency key, o order score (due time
 --   when last claimed), t lease token (in flight only), pr probe flag, e last
---   error, dr dead reason, ca completed/dead at ms, sc last webhook status code.
+--   error, dr dead reason, ca completed/dead at ms, sc last webhook status code,
+--   h has history although a and d are 0 (set by replay).
 -- States st: p pending (never delivered, waiting), r waiting again (retry/defer),
 --   f in flight, w awaiting ack, c completed, d dead.
 
@@ -84,14 +85,44 @@ local function split_record(rec)
   return m, string.sub(rec, i + 1)
 end
 
--- Encodes job meta, leaving out zero counters (most waiting jobs have them).
+local fmt = string.format
+
+-- Encodes job meta by hand: cjson.encode formats every number through
+-- printf("%.14g") and costs several microseconds per job, which a busy queue
+-- pays on every claim and settle. Every field is an integer or a string;
+-- zero counters are left out (most waiting jobs have them). Free text goes
+-- through cjson.encode for its escaping.
 local function encode_meta(m)
-  local a, d = m.a, m.d
-  if a == 0 then m.a = nil end
-  if d == 0 then m.d = nil end
-  local s = cjson.encode(m)
-  m.a, m.d = a, d
-  return s
+  local p = { fmt('{"c":%d,"s":%d,"x":%d,"st":"%s"', m.c, m.s, m.x, m.st) }
+  if m.a ~= 0 then p[#p + 1] = fmt(',"a":%d', m.a) end
+  if m.d ~= 0 then p[#p + 1] = fmt(',"d":%d', m.d) end
+  if m.o then p[#p + 1] = fmt(',"o":%d', m.o) end
+  if m.t then p[#p + 1] = fmt(',"t":"%s"', m.t) end -- tokens are [0-9a-z.:]
+  if m.pr then p[#p + 1] = ',"pr":1' end
+  if m.h then p[#p + 1] = ',"h":1' end
+  if m.sc then p[#p + 1] = fmt(',"sc":%d', m.sc) end
+  if m.ca then p[#p + 1] = fmt(',"ca":%d', m.ca) end
+  if m.dr then p[#p + 1] = ',"dr":' .. cjson.encode(m.dr) end
+  if m.k then p[#p + 1] = ',"k":' .. cjson.encode(m.k) end
+  if m.e then p[#p + 1] = ',"e":' .. cjson.encode(m.e) end
+  p[#p + 1] = '}'
+  return table.concat(p)
+end
+
+-- Encodes a history entry; the common shapes (no free text, no fractional
+-- retryAfter) by hand, for the same reason as encode_meta.
+local function encode_entry(e)
+  if e.retryAfter or e.error or e.reason or e.scope then return cjson.encode(e) end
+  local s = fmt('{"attempt":%d,"status":"%s","ts":%d', e.attempt, e.status, e.ts)
+  if e.code then s = s .. fmt(',"code":%d', e.code) end
+  if e.probe then s = s .. ',"probe":true' end
+  return s .. '}'
+end
+
+-- Whether a job has no history entry yet: nothing was attempted or deferred,
+-- and it was never replayed (replay keeps the history and sets h).
+local function no_history(m)
+  return m.a == 0 and m.d == 0 and not m.h
 end
 
 local function load(id)
@@ -104,11 +135,14 @@ local function save(id, m, payload)
   redis.call('HSET', K_JOBS, id, encode_meta(m) .. '\n' .. payload)
 end
 
-local function hist_append(id, entry)
-  local e = cjson.encode(entry)
+local function hist_append_encoded(id, e)
   -- Most jobs end with their first entry: one HSETNX instead of HGET + HSET.
   if redis.call('HSETNX', K_HIST, id, e) == 1 then return end
   redis.call('HSET', K_HIST, id, redis.call('HGET', K_HIST, id) .. ',' .. e)
+end
+
+local function hist_append(id, entry)
+  hist_append_encoded(id, encode_entry(entry))
 end
 
 local function state_get(field)
@@ -169,7 +203,7 @@ local function to_dead(id, m, payload, now, reason)
   m.ca = now
   save(id, m, payload)
   redis.call('ZADD', K_DEAD, now, id)
-  redis.call('ZADD', K_PURGE, purge_at(m, now), id)
+  redis.call('ZADD', K_PURGE, fmt('%d', purge_at(m, now)), id)
   return 'DEAD', reason
 end
 
@@ -204,7 +238,7 @@ local function on_success(id, m, payload, now, status, code)
   m.ca = now
   save(id, m, payload)
   hist_append(id, e)
-  redis.call('ZADD', K_PURGE, purge_at(m, now), id)
+  redis.call('ZADD', K_PURGE, fmt('%d', purge_at(m, now)), id)
   if probe then
     set_probe('')
     local until_ms = tonumber(state_get('hold_until') or '0')
@@ -445,34 +479,36 @@ local function claim_jobs(now, max, prefix)
   local ids, scores = {}, {}
   for i = 1, #due, 2 do
     ids[#ids + 1] = due[i]
-    scores[#scores + 1] = tonumber(due[i + 1])
+    scores[#scores + 1] = due[i + 1]
   end
   redis.call('ZREM', K_WAITING, unpack(ids))
-  redis.call('ZREM', K_LIFETIMES, unpack(ids))
   local recs = redis.call('HMGET', K_JOBS, unpack(ids))
 
   local out = {}
-  local hset, inflight, starts = {}, {}, {}
+  local hset, inflight, starts, retried = {}, {}, {}, {}
   local was_pending = 0
+  -- Scores go to Redis as strings formatted once: a Lua number argument is
+  -- formatted with printf("%.17g") on every call.
+  local now_s, lease_s = fmt('%d', now), fmt('%d', now + P.lease)
   for i, id in ipairs(ids) do
     local rec = recs[i]
     if rec then
       local m, payload = split_record(rec)
-      if m.st == 'p' then was_pending = was_pending + 1 end
+      if m.st == 'p' then was_pending = was_pending + 1 else retried[#retried + 1] = id end
       if m.x <= now then
         to_dead(id, m, payload, now, 'lifetime_exceeded')
         note_reaped('lifetime', id, 'DEAD', 'lifetime_exceeded')
       else
-        local token = prefix .. ':' .. i
+        local token = fmt('%s:%d', prefix, i)
         m.st = 'f'
         m.t = token
         m.o = scores[i]
         if probing then m.pr = 1 else m.pr = nil end
         hset[#hset + 1] = id
         hset[#hset + 1] = encode_meta(m) .. '\n' .. payload
-        inflight[#inflight + 1] = now + P.lease
+        inflight[#inflight + 1] = lease_s
         inflight[#inflight + 1] = id
-        starts[#starts + 1] = now
+        starts[#starts + 1] = now_s
         starts[#starts + 1] = token
         local n = #out
         out[n + 1] = id
@@ -488,6 +524,8 @@ local function claim_jobs(now, max, prefix)
       end
     end
   end
+  -- Only jobs waiting again after a delivery are indexed by lifetime.
+  if #retried > 0 then redis.call('ZREM', K_LIFETIMES, unpack(retried)) end
   if was_pending > 0 then redis.call('HINCRBY', K_STATE, 'n_pending', -was_pending) end
   if #hset == 0 then
     earlier(now) -- every job taken had outlived its lifetime: look again now

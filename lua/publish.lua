@@ -74,8 +74,10 @@ for i = 1, n do
     emit(dup[1], dup[2], dup[3], dup[4])
   else
     local due = now + tonumber(ARGV[b + 2])
-    -- The meta of a new job has a fixed shape: formatted, not cjson-encoded.
-    local meta = string.format('{"c":%.0f,"s":%.0f,"x":%.0f,"st":"p"', now, due, due + P.lifetime)
+    -- The meta of a new job has a fixed shape: formatted, not cjson-encoded
+    -- (see encode_meta). Its due time goes to ZADD as that same string.
+    local due_s = fmt('%d', due)
+    local meta = fmt('{"c":%d,"s":%s,"x":%d,"st":"p"', now, due_s, due + P.lifetime)
     if key ~= '' then
       meta = meta .. ',"k":' .. cjson.encode(key)
       idem[#idem + 1] = key
@@ -84,7 +86,7 @@ for i = 1, n do
     end
     hset[#hset + 1] = id
     hset[#hset + 1] = meta .. '}\n' .. ARGV[b + 3]
-    zadd[#zadd + 1] = due
+    zadd[#zadd + 1] = due_s
     zadd[#zadd + 1] = id
     fresh[id] = now
     emit('NEW', id, now, 'p')

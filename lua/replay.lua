@@ -21,6 +21,7 @@ for _, id in ipairs(ids) do
     if m then
       redis.call('ZREM', K_PURGE, id)
       m.a, m.d, m.dr, m.ca, m.o = 0, 0, nil, nil, nil
+      m.h = 1 -- the history stays: later entries append to it
       m.s = now
       m.x = now + P.lifetime
       to_waiting(id, m, payload, now)
