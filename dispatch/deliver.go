@@ -60,11 +60,11 @@ func NewDeliverer(userAgent string) *Deliverer {
 			}
 			return d.track(c)
 		},
-		MaxConnsPerHost:               4096,
-		MaxConnWaitTimeout:            10 * time.Second,
-		MaxIdleConnDuration:           30 * time.Second,
-		StreamResponseBody:            true,
-		NoDefaultUserAgentHeader:      true,
+		MaxConnsPerHost:          4096,
+		MaxConnWaitTimeout:       10 * time.Second,
+		MaxIdleConnDuration:      30 * time.Second,
+		StreamResponseBody:       true,
+		NoDefaultUserAgentHeader: true,
 		// A POST is retried once, only when the server closed a kept-alive
 		// connection before answering (it timed the connection out while it
 		// sat in the pool): the request never reached a handler there.
