@@ -50,7 +50,7 @@ func Default() *Config {
 		},
 		ShutdownGrace: 10 * time.Second,
 		Log:           Log{Format: "json", Level: "info"},
-		Dispatch:      Dispatch{LeaseMargin: 5 * time.Second, ClaimBatch: 64},
+		Dispatch:      Dispatch{LeaseMargin: 5 * time.Second, ClaimBatch: 64, Linger: 300 * time.Microsecond},
 		Defaults: QueueSettings{
 			Mode:             "standard",
 			Concurrency:      10,
@@ -211,6 +211,7 @@ func topSchema(c *Config) []node {
 		{name: "dispatch", children: []node{
 			{name: "leaseMargin", target: &c.Dispatch.LeaseMargin},
 			{name: "claimBatch", target: &c.Dispatch.ClaimBatch},
+			{name: "linger", target: &c.Dispatch.Linger},
 		}},
 		{name: "defaults", children: settingsSchema(&c.Defaults)},
 	}
@@ -801,6 +802,9 @@ func (l *loader) validate(c *Config) {
 	if c.Dispatch.ClaimBatch < 1 || c.Dispatch.ClaimBatch > 1000 {
 		l.problemf("dispatch.claimBatch", "must be between 1 and 1000 (got %d)", c.Dispatch.ClaimBatch)
 	}
+	if c.Dispatch.Linger < 0 || c.Dispatch.Linger > 100*time.Millisecond {
+		l.problemf("dispatch.linger", "must be between 0 and 100ms (got %s)", c.Dispatch.Linger)
+	}
 	if c.Dispatch.LeaseMargin < 0 {
 		l.problemf("dispatch.leaseMargin", "must be ≥ 0 (got %s)", c.Dispatch.LeaseMargin)
 	}
@@ -971,6 +975,7 @@ type (
 	dispatchView struct {
 		LeaseMargin string `yaml:"leaseMargin"`
 		ClaimBatch  int    `yaml:"claimBatch"`
+		Linger      string `yaml:"linger"`
 	}
 	backoffView struct {
 		Type   string `yaml:"type"`
@@ -1019,7 +1024,7 @@ func (c *Config) view() configView {
 		ShutdownGrace: c.ShutdownGrace.String(),
 		Auth:          authView{APIKeys: keys},
 		Log:           logView(c.Log),
-		Dispatch:      dispatchView{LeaseMargin: c.Dispatch.LeaseMargin.String(), ClaimBatch: c.Dispatch.ClaimBatch},
+		Dispatch:      dispatchView{LeaseMargin: c.Dispatch.LeaseMargin.String(), ClaimBatch: c.Dispatch.ClaimBatch, Linger: c.Dispatch.Linger.String()},
 		Defaults:      settingsViewOf(c.Defaults),
 		Queues:        make(map[string]queueView, len(c.Queues)),
 	}

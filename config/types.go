@@ -63,6 +63,11 @@ type Dispatch struct {
 	LeaseMargin time.Duration
 	// ClaimBatch bounds how many jobs one claim script call may hand out.
 	ClaimBatch int
+	// Linger is the least time between two claim (and two settle) script
+	// calls of one queue on one daemon. Under load, jobs and outcomes that
+	// arrive meanwhile share a call, so Redis runs fewer, larger scripts; an
+	// idle queue is never delayed. 0 turns it off.
+	Linger time.Duration
 }
 
 // Backoff is the retry schedule after a failed delivery.

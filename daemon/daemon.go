@@ -88,6 +88,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 		Logger:     log,
 		ClaimBatch: cfg.Dispatch.ClaimBatch,
 		Grace:      cfg.ShutdownGrace,
+		Linger:     linger(cfg.Dispatch.Linger),
 	})
 	d.bus = wakeup.New(rdb, cfg.Redis.Prefix+":wake", d.disp.Wake, log)
 	d.disp.SetBroadcast(d.bus)
@@ -430,4 +431,12 @@ func (b backend) Ping(ctx context.Context) error {
 	ctx, cancel := apiCtx(ctx)
 	defer cancel()
 	return b.d.store.Ping(ctx)
+}
+
+// linger maps the config's "0: off" to the dispatcher's "negative: off".
+func linger(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

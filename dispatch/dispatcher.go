@@ -50,7 +50,7 @@ type Options struct {
 	// Linger is the least time between two claim (and two settle) script
 	// calls of one queue on this daemon: under load, jobs and outcomes that
 	// arrive meanwhile share a call; an idle queue is never delayed. It caps
-	// script calls at about 1/Linger per queue and loop. Default 1ms;
+	// script calls at about 1/Linger per queue and loop. Default 300µs;
 	// negative disables it.
 	Linger time.Duration
 }
@@ -79,7 +79,7 @@ func New(opts Options) *Dispatcher {
 		opts.SafetyWake = 30 * time.Second
 	}
 	if opts.Linger == 0 {
-		opts.Linger = time.Millisecond
+		opts.Linger = 300 * time.Microsecond
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()

@@ -86,6 +86,7 @@ func Diff(old, next *config.Config) Changes {
 		{"log.level", old.Log.Level != next.Log.Level},
 		{"dispatch.leaseMargin", old.Dispatch.LeaseMargin != next.Dispatch.LeaseMargin},
 		{"dispatch.claimBatch", old.Dispatch.ClaimBatch != next.Dispatch.ClaimBatch},
+		{"dispatch.linger", old.Dispatch.Linger != next.Dispatch.Linger},
 	}
 	for _, r := range restart {
 		if r.changed {
