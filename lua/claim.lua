@@ -19,6 +19,8 @@
 --   n, reaped: what the housekeeping did to jobs no daemon was watching, n
 --         entries of 4 values: kind ("lease_expired"|"ack_timeout"|"lifetime"),
 --         job id, word (RETRY|DEAD) and detail (due ms | dead reason).
---   jobs: per job 7 values: id, attempt (1-based, current), deferCount,
---         createdAt ms, lease token, probe ("1"|"0"), raw payload.
+--   jobs: per job 4 values: id, lease token, probe ("1"|"0"), and the job's
+--         record as stored (meta JSON, "\n", raw payload). The record is
+--         handed over undecoded: the daemon reads attempts, defers and
+--         createdAt from its meta, which is cheaper there than in Lua.
 return claim_jobs(now_ms(), tonumber(ARGV[ARG0 + 1]), ARGV[ARG0 + 2])

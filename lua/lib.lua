@@ -20,6 +20,13 @@
 --   K_IDEM      KEYS[9]  HASH  idempotency key -> job id.
 --   K_STARTS    KEYS[10] ZSET  delivery start token -> start time (ms): the
 --                              sliding rate-limit window.
+--   K_LEASES    KEYS[11] HASH  job id -> lease token, for jobs in flight only.
+--                              A claim writes only this (and K_INFLIGHT), never
+--                              the job record: the record keeps st p or r while
+--                              the job is in flight, and load() overlays the
+--                              lease (st f, t, o, pr). The token is
+--                              "<call prefix>|<i>|<order score>[|p]": the order
+--                              and probe flag travel in it.
 --
 -- Queue parameters, ARGV[1..17], identical for every script (package store builds them):
 --   1 mode ("standard"|"ack")   2 concurrency   3 rateLimitMax   4 rateLimitWindow ms
@@ -41,6 +48,7 @@
 
 local K_WAITING, K_INFLIGHT, K_JOBS, K_HIST, K_STATE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_LIFETIMES, K_DEAD, K_PURGE, K_IDEM, K_STARTS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local K_LEASES = KEYS[11]
 
 local P = {
   mode = ARGV[1],
@@ -125,10 +133,30 @@ local function no_history(m)
   return m.a == 0 and m.d == 0 and not m.h
 end
 
+-- A job in flight: its record says p or r, its lease (K_LEASES) says more.
+local function overlay(m, lease)
+  if lease and (m.st == 'p' or m.st == 'r') then
+    m.st = 'f'
+    m.t = lease
+    local o = string.match(lease, '|(%d+)|p$')
+    if o then m.pr = 1 else o = string.match(lease, '|(%d+)$') end
+    m.o = tonumber(o)
+  end
+  return m
+end
+
 local function load(id)
   local rec = redis.call('HGET', K_JOBS, id)
   if not rec then return nil, nil end
-  return split_record(rec)
+  local m, payload = split_record(rec)
+  if m.st == 'p' or m.st == 'r' then overlay(m, redis.call('HGET', K_LEASES, id)) end
+  return m, payload
+end
+
+-- The state a job's record shows, with a lease making p or r in flight.
+local function live_state(id, st)
+  if (st == 'p' or st == 'r') and redis.call('HEXISTS', K_LEASES, id) == 1 then return 'f' end
+  return st
 end
 
 local function save(id, m, payload)
@@ -174,6 +202,7 @@ end
 -- Leaving the in-flight set: fix the awaiting-ack counter.
 local function leave_inflight(id, m)
   redis.call('ZREM', K_INFLIGHT, id)
+  if m.st == 'f' then redis.call('HDEL', K_LEASES, id) end
   if m.st == 'w' then redis.call('HINCRBY', K_STATE, 'n_awaiting', -1) end
   m.t = nil
   m.pr = nil
@@ -485,7 +514,7 @@ local function claim_jobs(now, max, prefix)
   local recs = redis.call('HMGET', K_JOBS, unpack(ids))
 
   local out = {}
-  local hset, inflight, starts, retried = {}, {}, {}, {}
+  local leases, inflight, starts, retried = {}, {}, {}, {}
   local was_pending = 0
   -- Scores go to Redis as strings formatted once: a Lua number argument is
   -- formatted with printf("%.17g") on every call.
@@ -493,45 +522,47 @@ local function claim_jobs(now, max, prefix)
   for i, id in ipairs(ids) do
     local rec = recs[i]
     if rec then
-      local m, payload = split_record(rec)
-      if m.st == 'p' then was_pending = was_pending + 1 else retried[#retried + 1] = id end
-      if m.x <= now then
+      -- The record is not decoded, let alone rewritten: the lifetime end and
+      -- state sit at the front of every record (publish.lua, encode_meta),
+      -- and the daemon reads attempts and createdAt from the record itself.
+      local x, st = string.match(rec, '^{"c":%d+,"s":%d+,"x":(%d+),"st":"(%a)"')
+      if not x then
+        local m = split_record(rec)
+        x, st = m.x, m.st
+      end
+      if st == 'p' then was_pending = was_pending + 1 else retried[#retried + 1] = id end
+      if tonumber(x) <= now then
+        local m, payload = split_record(rec)
         to_dead(id, m, payload, now, 'lifetime_exceeded')
         note_reaped('lifetime', id, 'DEAD', 'lifetime_exceeded')
       else
-        local token = fmt('%s:%d', prefix, i)
-        m.st = 'f'
-        m.t = token
-        m.o = scores[i]
-        if probing then m.pr = 1 else m.pr = nil end
-        hset[#hset + 1] = id
-        hset[#hset + 1] = encode_meta(m) .. '\n' .. payload
+        local token = fmt('%s|%d|%s', prefix, i, scores[i])
+        if probing then
+          token = token .. '|p'
+          set_probe(id)
+        end
+        leases[#leases + 1] = id
+        leases[#leases + 1] = token
         inflight[#inflight + 1] = lease_s
         inflight[#inflight + 1] = id
         starts[#starts + 1] = now_s
         starts[#starts + 1] = token
         local n = #out
         out[n + 1] = id
-        out[n + 2] = m.a + 1
-        out[n + 3] = m.d
-        out[n + 4] = m.c
-        out[n + 5] = token
-        out[n + 6] = probing and '1' or '0'
-        out[n + 7] = payload
-        if probing then
-          set_probe(id)
-        end
+        out[n + 2] = token
+        out[n + 3] = probing and '1' or '0'
+        out[n + 4] = rec
       end
     end
   end
   -- Only jobs waiting again after a delivery are indexed by lifetime.
   if #retried > 0 then redis.call('ZREM', K_LIFETIMES, unpack(retried)) end
   if was_pending > 0 then redis.call('HINCRBY', K_STATE, 'n_pending', -was_pending) end
-  if #hset == 0 then
+  if #leases == 0 then
     earlier(now) -- every job taken had outlived its lifetime: look again now
     return reply('EMPTY')
   end
-  redis.call('HSET', K_JOBS, unpack(hset))
+  redis.call('HSET', K_LEASES, unpack(leases))
   redis.call('ZADD', K_INFLIGHT, unpack(inflight))
   if P.rate_max > 0 then redis.call('ZADD', K_STARTS, unpack(starts)) end
   earlier(now + P.lease)

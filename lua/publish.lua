@@ -56,7 +56,7 @@ for i = 1, n do
   local dup = nil
   if stored[i] then
     local m = split_record(stored[i])
-    dup = { 'NEW', id, m.c, m.st }
+    dup = { 'NEW', id, m.c, live_state(id, m.st) }
   elseif key ~= '' and known[key] then
     local e = known[key]
     if fresh[e] then
@@ -65,7 +65,7 @@ for i = 1, n do
       local rec = redis.call('HGET', K_JOBS, e)
       if rec then
         local m = split_record(rec)
-        dup = { 'DUP', e, m.c, m.st }
+        dup = { 'DUP', e, m.c, live_state(e, m.st) }
       end
       -- else: a stale key whose job was purged; the key is free again.
     end

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/simpleq/simpleqd/config"
@@ -133,7 +134,7 @@ func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
 	}
 	n := int(toInt(arr[2]))
 	rest := arr[3:]
-	if n < 0 || len(rest) < 4*n || (len(rest)-4*n)%7 != 0 {
+	if n < 0 || len(rest) < 4*n || (len(rest)-4*n)%4 != 0 {
 		return ClaimResult{}, bad
 	}
 	for i := 0; i < 4*n; i += 4 {
@@ -141,18 +142,34 @@ func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
 			Word: toStr(rest[i+2]), Detail: toStr(rest[i+3])})
 	}
 	rest = rest[4*n:]
-	for i := 0; i < len(rest); i += 7 {
+	for i := 0; i < len(rest); i += 4 {
+		id, rec := toStr(rest[i]), toStr(rest[i+3])
+		nl := strings.IndexByte(rec, '\n')
+		if nl < 0 {
+			return ClaimResult{}, fmt.Errorf("claim on queue %s: job %s: corrupt record", q.Name, id)
+		}
+		var m claimMeta
+		if err := json.Unmarshal([]byte(rec[:nl]), &m); err != nil {
+			return ClaimResult{}, fmt.Errorf("claim on queue %s: job %s: decode meta: %w", q.Name, id, err)
+		}
 		out.Jobs = append(out.Jobs, ClaimedJob{
-			ID:         toStr(rest[i]),
-			Attempt:    int(toInt(rest[i+1])),
-			DeferCount: int(toInt(rest[i+2])),
-			CreatedAt:  fromMS(toInt(rest[i+3])),
-			Token:      toStr(rest[i+4]),
-			Probe:      toStr(rest[i+5]) == "1",
-			Payload:    []byte(toStr(rest[i+6])),
+			ID:         id,
+			Attempt:    m.A + 1,
+			DeferCount: m.D,
+			CreatedAt:  fromMS(int64(m.C)),
+			Token:      toStr(rest[i+1]),
+			Probe:      toStr(rest[i+2]) == "1",
+			Payload:    []byte(rec[nl+1:]),
 		})
 	}
 	return out, nil
+}
+
+// claimMeta is the part of a job's meta a claimed delivery needs.
+type claimMeta struct {
+	C float64 `json:"c"`
+	A int     `json:"a"`
+	D int     `json:"d"`
 }
 
 // OutcomeKind is how a delivery ended, as the dispatcher classified it.
@@ -358,16 +375,18 @@ func (s *Store) ReplayAll(ctx context.Context, q config.Queue) (int, error) {
 
 // meta mirrors the job meta JSON of lib.lua.
 type meta struct {
-	C  float64 `json:"c"`
-	S  float64 `json:"s"`
-	X  float64 `json:"x"`
-	St string  `json:"st"`
-	A  int     `json:"a"` // omitted by lib.lua while 0
-	D  int     `json:"d"`
-	K  *string `json:"k"`
-	E  *string `json:"e"`
-	Dr *string `json:"dr"`
-	Ca float64 `json:"ca"`
+	C  float64  `json:"c"`
+	S  float64  `json:"s"`
+	X  float64  `json:"x"`
+	St string   `json:"st"`
+	A  int      `json:"a"` // omitted by lib.lua while 0
+	D  int      `json:"d"`
+	K  *string  `json:"k"`
+	E  *string  `json:"e"`
+	Dr *string  `json:"dr"`
+	Ca float64  `json:"ca"`
+	Sc *float64 `json:"sc"`
+	H  int      `json:"h"`
 }
 
 type histEntry struct {
@@ -398,12 +417,14 @@ func apiStatus(st string) Status {
 	return Status(st)
 }
 
-// GetJob reads a job and its history (a plain read: two hash fields).
+// GetJob reads a job, its history and whether it is in flight (a plain read:
+// three hash fields).
 func (s *Store) GetJob(ctx context.Context, q config.Queue, id string) (*Job, error) {
 	keys := s.Keys(q.Name)
 	pipe := s.rdb.Pipeline()
 	recCmd := pipe.HGet(ctx, keys[2], id)
 	histCmd := pipe.HGet(ctx, keys[3], id)
+	leaseCmd := pipe.HExists(ctx, keys[10], id)
 	_, _ = pipe.Exec(ctx)
 	rec, err := recCmd.Bytes()
 	if err != nil {
@@ -416,7 +437,15 @@ func (s *Store) GetJob(ctx context.Context, q config.Queue, id string) (*Job, er
 	if herr != nil && !isNil(herr) {
 		return nil, wrap(fmt.Errorf("get history of %s: %w", id, herr))
 	}
-	return decodeJob(q, id, rec, hist)
+	j, err := decodeJob(q, id, rec, hist)
+	if err != nil {
+		return nil, err
+	}
+	// A claim leaves the record as it was (st p or r) and writes a lease.
+	if j.Status == StatusPending && leaseCmd.Val() {
+		j.Status = StatusProcessing
+	}
+	return j, nil
 }
 
 func decodeJob(q config.Queue, id string, rec, hist []byte) (*Job, error) {
@@ -455,6 +484,15 @@ func decodeJob(q config.Queue, id string, rec, hist []byte) (*Job, error) {
 			}
 			j.History = append(j.History, a)
 		}
+	} else if m.St == "c" && m.A == 1 && m.D == 0 && m.H == 0 && m.Ca > 0 {
+		// settle.lua's fast path writes no history for a job delivered
+		// successfully at its first attempt: the record says it all.
+		a := Attempt{Attempt: 1, Status: "success", Timestamp: fromMS(int64(m.Ca))}
+		if m.Sc != nil {
+			c := int(*m.Sc)
+			a.WebhookStatusCode = &c
+		}
+		j.History = append(j.History, a)
 	}
 	return j, nil
 }

@@ -104,6 +104,7 @@ func (s *Store) Keys(queue string) []string {
 	return []string{
 		base + "waiting", base + "inflight", base + "jobs", base + "hist", base + "state",
 		base + "lifetimes", base + "dead", base + "purge", base + "idem", base + "starts",
+		base + "leases",
 	}
 }
 

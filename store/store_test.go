@@ -91,6 +91,10 @@ func TestPublishClaimComplete(t *testing.T) {
 		require.Equal(t, id, c.Jobs[0].ID)
 		require.Equal(t, 1, c.Jobs[0].Attempt)
 		require.Equal(t, `{"b":1,"a":12345678901234567890}`, string(c.Jobs[0].Payload))
+		// A claim writes a lease, not the record; reads still see it in flight.
+		j, err = s.GetJob(ctx, q, id)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusProcessing, j.Status)
 
 		st, err := s.QueueStatus(ctx, q)
 		require.NoError(t, err)
@@ -112,6 +116,43 @@ func TestPublishClaimComplete(t *testing.T) {
 		require.Equal(t, "success", j.History[0].Status)
 		require.Equal(t, 200, *j.History[0].WebhookStatusCode)
 		require.NotNil(t, j.CompletedAt)
+	})
+}
+
+// TestReplayedJobKeepsItsHistory: a job that died and was replayed keeps
+// its history, and its later success is appended to it (a first-attempt
+// success of a fresh job writes no history entry of its own; see
+// settle.lua's fast path).
+func TestReplayedJobKeepsItsHistory(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("replayed")
+		q.MaxAttempts = 1
+		id := publish(t, s, q, `{}`)
+		c, err := s.Claim(ctx, q, 1)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 1)
+		r, err := s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeFail, StatusCode: 500, Error: "boom"}})
+		require.NoError(t, err)
+		require.Equal(t, "DEAD", r[0].Word)
+		n, err := s.Replay(ctx, q, []string{id})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		c, err = s.Claim(ctx, q, 1)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 1)
+		require.Equal(t, 1, c.Jobs[0].Attempt, "replay resets attempts")
+		r, err = s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeOK, StatusCode: 202}})
+		require.NoError(t, err)
+		require.Equal(t, "COMPLETED", r[0].Word)
+		j, err := s.GetJob(ctx, q, id)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusCompleted, j.Status)
+		require.Len(t, j.History, 2)
+		require.Equal(t, "failed", j.History[0].Status)
+		require.Equal(t, "success", j.History[1].Status)
+		require.Equal(t, 202, *j.History[1].WebhookStatusCode)
 	})
 }
 
