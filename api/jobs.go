@@ -91,8 +91,8 @@ func (s *Server) handlePublishBatch(w http.ResponseWriter, r *http.Request) {
 	case kindOf(raw) != kindArray:
 		v.fieldError("jobs", typeMessage(kindArray, raw))
 	default:
-		var items []json.RawMessage // each element's exact bytes
-		if err := json.Unmarshal(raw, &items); err != nil {
+		items, err := splitArray(raw) // each element's exact bytes
+		if err != nil {
 			v.fieldError("jobs", typeMessage(kindArray, raw))
 			break
 		}

@@ -121,53 +121,6 @@ func isJSONContentType(ct string) bool {
 	return true
 }
 
-// parseObject splits a syntactically valid JSON object into its members,
-// keeping each value's exact bytes. Duplicate member names are reported (once
-// each, sorted) rather than silently resolved, since "last one wins" would make
-// the request mean something other than what one reader of it sees.
-func parseObject(data []byte) (map[string]json.RawMessage, []string, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, nil, errors.New("not a JSON object")
-	}
-	fields := make(map[string]json.RawMessage)
-	dupSet := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, nil, err
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, nil, errors.New("object key is not a string")
-		}
-		var raw json.RawMessage // Decode copies the value's exact bytes
-		if err := dec.Decode(&raw); err != nil {
-			return nil, nil, err
-		}
-		if _, seen := fields[key]; seen {
-			dupSet[key] = true
-		}
-		fields[key] = raw
-	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		return nil, nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, nil, errors.New("trailing data after JSON object")
-	}
-	dups := make([]string, 0, len(dupSet))
-	for k := range dupSet {
-		dups = append(dups, k)
-	}
-	sort.Strings(dups)
-	return fields, dups, nil
-}
-
 // JSON value kinds, named as validation messages name them.
 const (
 	kindObject  = "object"

@@ -255,3 +255,62 @@ func leanPublishMany(ctx context.Context, base, queue string, n, clients int, bo
 	}
 	return nil
 }
+
+// leanPool is a set of keep-alive connections to the daemon for single
+// publishes sent at a paced rate (the latency runs): a publish takes a free
+// connection, sends, reads the answer and gives it back.
+type leanPool struct {
+	hostport string
+	conns    chan *leanConn
+}
+
+type leanConn struct {
+	c   net.Conn
+	r   *bufio.Reader
+	buf []byte
+}
+
+func newLeanPool(ctx context.Context, base string, n int) (*leanPool, error) {
+	p := &leanPool{hostport: base[len("http://"):], conns: make(chan *leanConn, n)}
+	for range n {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", p.hostport)
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		p.conns <- &leanConn{c: c, r: bufio.NewReaderSize(c, 4096), buf: make([]byte, 0, 1024)}
+	}
+	return p, nil
+}
+
+func (p *leanPool) close() {
+	for {
+		select {
+		case lc := <-p.conns:
+			_ = lc.c.Close()
+		default:
+			return
+		}
+	}
+}
+
+// publish sends one single-job publish of body to queue and checks for 201.
+func (p *leanPool) publish(queue string, body []byte) error {
+	lc := <-p.conns
+	defer func() { p.conns <- lc }()
+	req := fmt.Appendf(lc.buf[:0], "POST /v1/queues/%s/jobs HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		queue, p.hostport, len(body), body)
+	_ = lc.c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := lc.c.Write(req); err != nil {
+		return err
+	}
+	first, resp, err := readMessage(lc.r, lc.buf)
+	if err != nil {
+		return err
+	}
+	if !bytes.HasPrefix(first, []byte("HTTP/1.1 201")) {
+		return fmt.Errorf("publish: %s %s", bytes.TrimSpace(first), resp)
+	}
+	return nil
+}
