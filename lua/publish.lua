@@ -9,10 +9,12 @@
 -- At most 1000 jobs per call (unpack's limit; package store splits larger
 -- batches). Reads and writes are batched: a handful of commands per call,
 -- not per job.
--- Returns a flat array, per job: word, id, createdAt ms, state.
---   word "NEW": stored, due at createdAt + delay.
---   word "DUP": the idempotency key names a job still retained; its id,
---   createdAt and state are returned and nothing is written.
+-- Returns {now ms, then one value per job}: "" for a job stored now (its id
+-- as sent, createdAt = now, state p, due at now + delay); otherwise
+-- "<word>|<id>|<createdAt ms>|<state>" with word
+--   NEW: the id was already stored (this call ran before): reported as stored;
+--   DUP: the idempotency key names a job still retained: nothing is written.
+-- The common answer is one empty string per job, cheap to build and send.
 local now = now_ms()
 local n = tonumber(ARGV[ARG0 + 1])
 local ids, keys = {}, {}
@@ -41,14 +43,12 @@ if #keyed > 0 then
   end
 end
 
-local out, hset, zadd, idem = {}, {}, {}, {}
-local fresh = {} -- jobs stored by this call: id -> createdAt
-local function emit(word, id, c, st)
-  out[#out + 1] = word
-  out[#out + 1] = id
-  out[#out + 1] = c
-  out[#out + 1] = st
-end
+local out, hset, zadd, idem = { now }, {}, {}, {}
+local fresh = {} -- keyed jobs stored by this call: id -> true
+-- Jobs without a delay share one meta prefix and one due time, formatted once.
+local now_s = fmt('%d', now)
+local plain = fmt('{"c":%s,"s":%s,"x":%d,"st":"p"', now_s, now_s, now + P.lifetime)
+local plain_rec = plain .. '}\n'
 
 for i = 1, n do
   local b = ARG0 + 2 + (i - 1) * 4
@@ -56,40 +56,49 @@ for i = 1, n do
   local dup = nil
   if stored[i] then
     local m = split_record(stored[i])
-    dup = { 'NEW', id, m.c, live_state(id, m.st) }
+    dup = fmt('NEW|%s|%d|%s', id, m.c, live_state(id, m.st))
   elseif key ~= '' and known[key] then
     local e = known[key]
     if fresh[e] then
-      dup = { 'DUP', e, fresh[e], 'p' }
+      dup = fmt('DUP|%s|%s|p', e, now_s)
     else
       local rec = redis.call('HGET', K_JOBS, e)
       if rec then
         local m = split_record(rec)
-        dup = { 'DUP', e, m.c, live_state(e, m.st) }
+        dup = fmt('DUP|%s|%d|%s', e, m.c, live_state(e, m.st))
       end
       -- else: a stale key whose job was purged; the key is free again.
     end
   end
   if dup then
-    emit(dup[1], dup[2], dup[3], dup[4])
+    out[i + 1] = dup
   else
-    local due = now + tonumber(ARGV[b + 2])
     -- The meta of a new job has a fixed shape: formatted, not cjson-encoded
     -- (see encode_meta). Its due time goes to ZADD as that same string.
-    local due_s = fmt('%d', due)
-    local meta = fmt('{"c":%d,"s":%s,"x":%d,"st":"p"', now, due_s, due + P.lifetime)
+    local delay, due_s, rec = ARGV[b + 2], now_s, nil
+    local meta = plain
+    if delay ~= '0' then
+      local due = now + tonumber(delay)
+      due_s = fmt('%d', due)
+      meta = fmt('{"c":%s,"s":%s,"x":%d,"st":"p"', now_s, due_s, due + P.lifetime)
+    end
     if key ~= '' then
-      meta = meta .. ',"k":' .. cjson.encode(key)
+      rec = meta .. ',"k":' .. cjson.encode(key) .. '}\n' .. ARGV[b + 3]
       idem[#idem + 1] = key
       idem[#idem + 1] = id
       known[key] = id
+      fresh[id] = true
+    elseif meta == plain then
+      rec = plain_rec .. ARGV[b + 3]
+    else
+      rec = meta .. '}\n' .. ARGV[b + 3]
     end
-    hset[#hset + 1] = id
-    hset[#hset + 1] = meta .. '}\n' .. ARGV[b + 3]
-    zadd[#zadd + 1] = due_s
-    zadd[#zadd + 1] = id
-    fresh[id] = now
-    emit('NEW', id, now, 'p')
+    local h = #hset
+    hset[h + 1] = id
+    hset[h + 2] = rec
+    zadd[h + 1] = due_s
+    zadd[h + 2] = id
+    out[i + 1] = ''
   end
 end
 if #hset > 0 then

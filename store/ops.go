@@ -38,26 +38,34 @@ func (s *Store) Publish(ctx context.Context, q config.Queue, jobs []NewJob) ([]P
 	}
 	args := s.params(q, 1+4*len(jobs))
 	args = append(args, len(jobs))
-	for _, j := range jobs {
-		args = append(args, s.NewID(q.Name), j.IdempotencyKey, ms(j.Delay), []byte(j.Payload))
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = s.NewID(q.Name)
+		args = append(args, ids[i], j.IdempotencyKey, ms(j.Delay), []byte(j.Payload))
 	}
 	res, err := s.run(ctx, lua.Publish, q, args)
 	if err != nil {
 		return nil, err
 	}
 	arr, _ := res.([]any)
-	if len(arr) != 4*len(jobs) {
+	if len(arr) != 1+len(jobs) {
 		return nil, fmt.Errorf("publish on queue %s: unexpected reply of %d values", q.Name, len(arr))
 	}
+	now := fromMS(toInt(arr[0]))
 	out := make([]Published, len(jobs))
 	for i := range jobs {
-		r := arr[4*i : 4*i+4]
-		out[i] = Published{
-			ID:        toStr(r[1]),
-			CreatedAt: fromMS(toInt(r[2])),
-			Status:    apiStatus(toStr(r[3])),
-			Duplicate: toStr(r[0]) == "DUP",
+		r := toStr(arr[1+i])
+		if r == "" {
+			out[i] = Published{ID: ids[i], CreatedAt: now, Status: StatusPending}
+			continue
 		}
+		// "<word>|<id>|<createdAt ms>|<state>"; ids and states hold no "|".
+		f := strings.SplitN(r, "|", 4)
+		if len(f) != 4 {
+			return nil, fmt.Errorf("publish on queue %s: unexpected reply %q", q.Name, r)
+		}
+		c, _ := strconv.ParseInt(f[2], 10, 64)
+		out[i] = Published{ID: f[1], CreatedAt: fromMS(c), Status: apiStatus(f[3]), Duplicate: f[0] == "DUP"}
 	}
 	return out, nil
 }
