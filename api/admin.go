@@ -286,7 +286,7 @@ func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.events.Record(name, events.Event{Kind: events.KindResume})
-	s.wake(name)
+	s.wakeState(name)
 	s.respondQueue(w, r, name, q)
 }
 

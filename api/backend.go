@@ -46,7 +46,10 @@ type Backend interface {
 // Waker is told about every publish, replay and resume so dispatchers (this
 // daemon's and, through Redis, the fleet's) wake up without polling.
 type Waker interface {
+	// Wake signals new work (a publish, a replay).
 	Wake(queue string)
+	// WakeState signals a change that can end a pause or hold (a resume).
+	WakeState(queue string)
 }
 
 // Queues returns the current queue configuration; it is a function so a live

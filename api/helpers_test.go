@@ -180,6 +180,8 @@ func (w *fakeWaker) Wake(q string) {
 	w.woken = append(w.woken, q)
 }
 
+func (w *fakeWaker) WakeState(q string) { w.Wake(q) }
+
 func (w *fakeWaker) calls() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -220,6 +220,13 @@ func (s *Server) wake(queue string) {
 	}
 }
 
+// wakeState tells the dispatchers that queue may deliver again.
+func (s *Server) wakeState(queue string) {
+	if s.waker != nil {
+		s.waker.WakeState(queue)
+	}
+}
+
 // jobJSON is the contract's Job, field order as in api.md.
 type jobJSON struct {
 	ID             string          `json:"id"`

@@ -347,7 +347,7 @@ func (b backend) Callback(ctx context.Context, q config.Queue, cb store.Callback
 	b.d.metrics.Callback(q.Name, cb, res)
 	b.d.events.Callback(q.Name, cb, res)
 	if res.Word != "ACKED" {
-		b.d.bus.Notify(q.Name)
+		b.d.bus.NotifyState(q.Name) // a freed slot, perhaps a reopened queue
 	}
 	b.d.log.Debug("callback applied", zap.String("queue", q.Name), zap.String("job", cb.JobID),
 		zap.String("kind", string(cb.Kind)), zap.String("result", res.Word))

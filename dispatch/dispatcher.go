@@ -22,7 +22,7 @@ type Store interface {
 // Broadcaster tells every daemon of the fleet that a queue can deliver again
 // (a probe reopened it), so their pumps do not wait for a timer.
 type Broadcaster interface {
-	Notify(queue string)
+	NotifyState(queue string)
 }
 
 // Observer receives every claim and settle result, for metrics. Optional.
@@ -115,11 +115,15 @@ func (d *Dispatcher) SetQueues(queues map[string]config.Queue) {
 }
 
 // Wake makes this daemon's pump for queue claim now.
-func (d *Dispatcher) Wake(queue string) {
+//
+// state says whether the signal can end a pause or hold (a resume, a
+// callback, a reopened queue); a mere "new work" signal is ignored by a pump
+// whose last claim found its queue paused or held.
+func (d *Dispatcher) Wake(queue string, state bool) {
 	d.mu.Lock()
 	p := d.pumps[queue]
 	d.mu.Unlock()
-	if p != nil {
+	if p != nil && (state || !p.idle.Load()) {
 		p.wake()
 	}
 }

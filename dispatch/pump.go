@@ -21,6 +21,10 @@ type pump struct {
 	stopCh   chan struct{}
 	stopOnce sync.Once
 	inflight atomic.Int64
+	// idle is set while the last claim found the queue paused or held: new
+	// work cannot be delivered then, so "new work" wake-ups are ignored
+	// (see Dispatcher.Wake); a state wake-up or the claim's timer ends it.
+	idle atomic.Bool
 	// deliveries tracks delivery goroutines, so run returns only after all
 	// outcomes are recorded.
 	deliveries sync.WaitGroup
@@ -107,6 +111,7 @@ func (p *pump) run(ctx context.Context) {
 			errDelay = min(errDelay*2, 5*time.Second)
 		} else {
 			errDelay = 50 * time.Millisecond
+			p.idle.Store(res.Word == store.Paused || res.Word == store.Held)
 			p.reaped(res.Reaped, log)
 			for _, j := range res.Jobs {
 				p.start(q, j, log)
@@ -195,6 +200,9 @@ func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 			refill = max(refill, 0)
 		}
 		res, claim := p.settleWithRetry(q, outs, refill, log)
+		if refill > 0 {
+			p.idle.Store(claim.Word == store.Paused || claim.Word == store.Held)
+		}
 		reopened := false
 		for i, it := range batch {
 			var s store.Settled
@@ -225,7 +233,7 @@ func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 			p.wake()
 		}
 		if reopened && p.d.opts.Broadcast != nil {
-			p.d.opts.Broadcast.Notify(p.name)
+			p.d.opts.Broadcast.NotifyState(p.name)
 		}
 	}
 }

@@ -3,10 +3,18 @@
 // callback or a reopened queue on any daemon within a round trip instead of
 // polling. Signals are hints: losing one only delays work until the claim
 // script's own wake time or the dispatcher's safety timer.
+//
+// A signal is of one of two kinds. "New work" (a publish, a replay) matters
+// only to a queue that can deliver; a paused or held queue ignores it, so a
+// publish burst into a held queue costs no claims. "State" (a resume, a
+// callback, a probe that reopened the queue) can end a pause or hold and is
+// always acted on. On the channel, a state signal is the queue name behind a
+// "!" (no queue name contains one).
 package wakeup
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,27 +26,32 @@ import (
 type Bus struct {
 	rdb     redis.UniversalClient
 	channel string
-	local   func(queue string)
+	local   func(queue string, state bool)
 	log     *zap.Logger
 
 	mu      sync.Mutex
-	pending map[string]struct{}
+	pending map[string]bool // queue -> a state signal is among those pending
 	kick    chan struct{}
 }
 
 // New returns a Bus on channel; local is called for every wake-up, including
 // this daemon's own (delivered directly, without waiting for Redis).
-func New(rdb redis.UniversalClient, channel string, local func(queue string), log *zap.Logger) *Bus {
+func New(rdb redis.UniversalClient, channel string, local func(queue string, state bool), log *zap.Logger) *Bus {
 	return &Bus{rdb: rdb, channel: channel, local: local, log: log,
-		pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
+		pending: map[string]bool{}, kick: make(chan struct{}, 1)}
 }
 
 // Notify wakes this daemon's pump for queue at once and the fleet's shortly
 // after. Under load many notifications coalesce into one PUBLISH per queue.
-func (b *Bus) Notify(queue string) {
-	b.local(queue)
+func (b *Bus) Notify(queue string) { b.notify(queue, false) }
+
+// NotifyState is Notify for a change that can end a pause or hold.
+func (b *Bus) NotifyState(queue string) { b.notify(queue, true) }
+
+func (b *Bus) notify(queue string, state bool) {
+	b.local(queue, state)
 	b.mu.Lock()
-	b.pending[queue] = struct{}{}
+	b.pending[queue] = b.pending[queue] || state
 	b.mu.Unlock()
 	select {
 	case b.kick <- struct{}{}:
@@ -79,7 +92,11 @@ func (b *Bus) Run(ctx context.Context, onReconnect func()) error {
 				if !ok {
 					break recv
 				}
-				b.local(m.Payload)
+				if q, ok := strings.CutPrefix(m.Payload, "!"); ok {
+					b.local(q, true)
+				} else {
+					b.local(m.Payload, false)
+				}
 			}
 		}
 		_ = ps.Close()
@@ -96,7 +113,10 @@ func (b *Bus) sendLoop(ctx context.Context) {
 		}
 		b.mu.Lock()
 		queues := make([]string, 0, len(b.pending))
-		for q := range b.pending {
+		for q, state := range b.pending {
+			if state {
+				q = "!" + q
+			}
 			queues = append(queues, q)
 		}
 		clear(b.pending)
@@ -115,3 +135,6 @@ func (b *Bus) sendLoop(ctx context.Context) {
 
 // Wake is Notify under the name the API's Waker interface uses.
 func (b *Bus) Wake(queue string) { b.Notify(queue) }
+
+// WakeState is NotifyState under the name the API's Waker interface uses.
+func (b *Bus) WakeState(queue string) { b.NotifyState(queue) }

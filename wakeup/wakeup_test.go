@@ -25,8 +25,14 @@ func TestNotifyReachesLocalAndFleet(t *testing.T) {
 	}
 	localA := make(chan string, 100)
 	localB := make(chan string, 100)
-	a := wakeup.New(newClient(), "t:wake", func(q string) { localA <- q }, zap.NewNop())
-	b := wakeup.New(newClient(), "t:wake", func(q string) { localB <- q }, zap.NewNop())
+	mark := func(q string, state bool) string {
+		if state {
+			return "state:" + q
+		}
+		return q
+	}
+	a := wakeup.New(newClient(), "t:wake", func(q string, state bool) { localA <- mark(q, state) }, zap.NewNop())
+	b := wakeup.New(newClient(), "t:wake", func(q string, state bool) { localB <- mark(q, state) }, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	subscribed := make(chan struct{}, 2)
@@ -48,6 +54,24 @@ func TestNotifyReachesLocalAndFleet(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the other daemon was not woken")
 	}
+
+	// A state signal keeps its kind across the fleet.
+	a.NotifyState("held")
+	await := func(ch chan string, want string) {
+		t.Helper()
+		for {
+			select {
+			case q := <-ch:
+				if q == want {
+					return
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("never received %q", want)
+			}
+		}
+	}
+	await(localA, "state:held")
+	await(localB, "state:held")
 
 	for i := 0; i < 50; i++ {
 		a.Notify("burst")
