@@ -41,13 +41,26 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	h := w.Header()
-	h.Set("Content-Type", contentTypeJSON)
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	writeEncoded(w, status, buf.Bytes())
 	return nil
+}
+
+// Header values shared by every JSON answer (never modified once set).
+var (
+	jsonContentType = []string{contentTypeJSON}
+	noSniff         = []string{"nosniff"}
+)
+
+// writeEncoded writes body, JSON already encoded (ending in a newline, as
+// json.Encoder leaves it), with the headers of every JSON answer. The header
+// keys are canonical already, so they are set without Header.Set's work.
+func writeEncoded(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["X-Content-Type-Options"] = noSniff
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // respond writes a success body; an encoding failure (e.g. a corrupt stored

@@ -66,7 +66,18 @@ func (s *Server) handlePublish(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		s.wake(name)
 	}
-	s.respond(w, r, status, publishedJSON{ID: p.ID, Status: string(p.Status), CreatedAt: formatTime(p.CreatedAt)})
+	// The answer of the busiest endpoint is formatted, not reflected: ids
+	// ([A-Za-z0-9._-]), statuses and times need no JSON escaping. It is
+	// byte for byte what encoding publishedJSON gives (a test checks).
+	b := make([]byte, 0, 96+len(p.ID))
+	b = append(b, `{"id":"`...)
+	b = append(b, p.ID...)
+	b = append(b, `","status":"`...)
+	b = append(b, p.Status...)
+	b = append(b, `","createdAt":"`...)
+	b = append(b, formatTime(p.CreatedAt)...)
+	b = append(b, "\"}\n"...)
+	writeEncoded(w, status, b)
 }
 
 // handlePublishBatch is POST /v1/queues/{queue}/jobs/batch (simpleqd): up to

@@ -1,10 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +32,14 @@ func TestPublishCreatesJob(t *testing.T) {
 	require.Equal(t, "emails", q)
 	require.Equal(t, "pending", got["status"])
 	require.Equal(t, "2026-01-02T03:04:05.678Z", got["createdAt"])
+	// The hand-formatted answer is exactly what encoding the struct gives.
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	require.NoError(t, enc.Encode(publishedJSON{ID: got["id"].(string), Status: "pending", CreatedAt: "2026-01-02T03:04:05.678Z"}))
+	require.Equal(t, want.String(), w.Body.String())
+	require.Equal(t, strconv.Itoa(want.Len()), w.Header().Get("Content-Length"))
+	require.Equal(t, "nosniff", w.Header().Get("X-Content-Type-Options"))
 
 	calls := h.backend.publishCalls()
 	require.Len(t, calls, 1)

@@ -130,8 +130,19 @@ func (b *Bus) sendLoop(ctx context.Context) {
 			b.log.Debug("wake-up publish failed (other daemons catch up on their timers)", zap.Error(err))
 		}
 		cancel()
+		// Let signals gather before the next PUBLISH: under a publish burst
+		// the fleet hears at most about one per queue per sendLinger, not
+		// one per job. This daemon's own pumps were woken directly.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(sendLinger):
+		}
 	}
 }
+
+// sendLinger is the least time between two rounds of wake-up PUBLISHes.
+const sendLinger = time.Millisecond
 
 // Wake is Notify under the name the API's Waker interface uses.
 func (b *Bus) Wake(queue string) { b.Notify(queue) }
