@@ -29,7 +29,23 @@ type pump struct {
 	// outcomes are recorded.
 	deliveries sync.WaitGroup
 	settleCh   chan settleItem
+	// handoff passes a claimed job to a delivery goroutine idle after its
+	// last delivery; quit, closed when run returns, ends the idle ones.
+	// Reusing goroutines spares a busy queue a goroutine start and a stack
+	// growth per delivery.
+	handoff chan delivery
+	quit    chan struct{}
 }
+
+// delivery is one claimed job to deliver under its queue's settings.
+type delivery struct {
+	q config.Queue
+	j store.ClaimedJob
+}
+
+// deliveryIdle is how long a delivery goroutine waits for the next job
+// before it ends.
+const deliveryIdle = 2 * time.Second
 
 type settleItem struct {
 	out     store.Outcome
@@ -39,7 +55,7 @@ type settleItem struct {
 
 func newPump(d *Dispatcher, q config.Queue) *pump {
 	p := &pump{d: d, name: q.Name, wakeCh: make(chan struct{}, 1), stopCh: make(chan struct{}),
-		settleCh: make(chan settleItem, 1024)}
+		settleCh: make(chan settleItem, 1024), handoff: make(chan delivery), quit: make(chan struct{})}
 	p.setQueue(q)
 	return p
 }
@@ -68,6 +84,7 @@ func (p *pump) run(ctx context.Context) {
 		p.deliveries.Wait()
 		close(p.settleCh)
 		<-settled
+		close(p.quit)
 	}()
 
 	timer := time.NewTimer(time.Hour)
@@ -151,13 +168,33 @@ func (p *pump) start(q config.Queue, j store.ClaimedJob, log *zap.Logger) {
 	if j.Probe {
 		log.Info("probe delivery", zap.String("job", j.ID), zap.Int("attempt", j.Attempt))
 	}
-	go func() {
-		// deliveries.Done is called by the settle loop once the outcome is
-		// recorded, so run cannot close settleCh while outcomes are pending.
+	select {
+	case p.handoff <- delivery{q, j}: // an idle delivery goroutine took it
+	default:
+		go p.deliverLoop(delivery{q, j})
+	}
+}
+
+// deliverLoop delivers one job, then others handed to it, until it has been
+// idle for deliveryIdle or the pump has ended. deliveries.Done is called by
+// the settle loop once an outcome is recorded, so run cannot close settleCh
+// while outcomes are pending.
+func (p *pump) deliverLoop(next delivery) {
+	idle := time.NewTimer(deliveryIdle)
+	defer idle.Stop()
+	for {
 		began := time.Now()
-		out := p.d.opts.Deliverer.Deliver(p.d.workCtx, q, j)
-		p.settleCh <- settleItem{out: out, started: began, probe: j.Probe}
-	}()
+		out := p.d.opts.Deliverer.Deliver(p.d.workCtx, next.q, next.j)
+		p.settleCh <- settleItem{out: out, started: began, probe: next.j.Probe}
+		idle.Reset(deliveryIdle)
+		select {
+		case next = <-p.handoff:
+		case <-idle.C:
+			return
+		case <-p.quit:
+			return
+		}
+	}
 }
 
 // settleLoop records outcomes, batching whatever has queued up meanwhile, and
