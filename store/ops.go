@@ -156,9 +156,9 @@ func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
 		if nl < 0 {
 			return ClaimResult{}, fmt.Errorf("claim on queue %s: job %s: corrupt record", q.Name, id)
 		}
-		var m claimMeta
-		if err := json.Unmarshal([]byte(rec[:nl]), &m); err != nil {
-			return ClaimResult{}, fmt.Errorf("claim on queue %s: job %s: decode meta: %w", q.Name, id, err)
+		m, err := readClaimMeta(rec[:nl])
+		if err != nil {
+			return ClaimResult{}, fmt.Errorf("claim on queue %s: job %s: %w", q.Name, id, err)
 		}
 		out.Jobs = append(out.Jobs, ClaimedJob{
 			ID:         id,
@@ -178,6 +178,41 @@ type claimMeta struct {
 	C float64 `json:"c"`
 	A int     `json:"a"`
 	D int     `json:"d"`
+}
+
+// readClaimMeta reads c, a and d from a job's meta JSON without a full
+// decode: every claim hands over whole records, and this runs once per
+// delivery. A member name in quotes can only be structure here: inside a
+// JSON string a quote is escaped. Anything unexpected falls back to
+// encoding/json.
+func readClaimMeta(meta string) (claimMeta, error) {
+	num := func(name string) (int64, bool, bool) { // value, present, well-formed
+		i := strings.Index(meta, `"`+name+`":`)
+		if i < 0 {
+			return 0, false, true
+		}
+		j := i + len(name) + 3
+		k := j
+		for k < len(meta) && meta[k] >= '0' && meta[k] <= '9' {
+			k++
+		}
+		if k == j || k == len(meta) || (meta[k] != ',' && meta[k] != '}') {
+			return 0, true, false
+		}
+		v, err := strconv.ParseInt(meta[j:k], 10, 64)
+		return v, true, err == nil
+	}
+	c, cok, cgood := num("c")
+	a, _, agood := num("a")
+	d, _, dgood := num("d")
+	if cok && cgood && agood && dgood {
+		return claimMeta{C: float64(c), A: int(a), D: int(d)}, nil
+	}
+	var m claimMeta
+	if err := json.Unmarshal([]byte(meta), &m); err != nil {
+		return claimMeta{}, fmt.Errorf("decode meta: %w", err)
+	}
+	return m, nil
 }
 
 // OutcomeKind is how a delivery ended, as the dispatcher classified it.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -59,4 +60,25 @@ func TestPublishScriptRunTwice(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "COMPLETED", r[0].Word, "key %q: the delivery's lease survived the retry", key)
 	}
+}
+
+// readClaimMeta agrees with encoding/json on every meta shape the scripts
+// write, and on odd ones (free text that looks like members, escapes).
+func TestReadClaimMeta(t *testing.T) {
+	t.Parallel()
+	for _, meta := range []string{
+		`{"c":1764493484123,"s":1764493484123,"x":1764579884123,"st":"p"}`,
+		`{"c":1,"s":1,"x":2,"st":"r","a":3,"d":2,"o":1,"k":"x,\"a\":9","e":"\"d\":7}"}`,
+		`{"c":5,"s":5,"x":9,"st":"p","k":"\u0022a\u0022:4"}`,
+		`{"st":"p","d":1,"c":7,"a":2}`,
+		`{"c":1.5e3,"a":1}`,
+	} {
+		var want claimMeta
+		require.NoError(t, json.Unmarshal([]byte(meta), &want), meta)
+		got, err := readClaimMeta(meta)
+		require.NoError(t, err, meta)
+		require.Equal(t, want, got, meta)
+	}
+	_, err := readClaimMeta(`{"c":"x"`)
+	require.Error(t, err)
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -27,7 +28,19 @@ import (
 )
 
 func main() {
+	tuneGC()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// tuneGC collects garbage less often than Go's default unless GOGC says
+// otherwise. The daemon's live heap is small (jobs in flight, buffers) and
+// nearly all its allocation is short-lived per-request garbage, so the
+// default (a collection each time the heap doubles) spends CPU that
+// deliveries need, for a few MB of memory saved.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
