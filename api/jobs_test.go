@@ -504,3 +504,27 @@ func TestGetJobBackendErrors(t *testing.T) {
 	}
 	requireError(t, h.get(t, "/v1/jobs/"+newID("emails")), http.StatusInternalServerError, "internal error")
 }
+
+// The publish endpoints' short cut past the mux routes exactly what the mux
+// would: plain names only, everything else the general way.
+func TestPublishPath(t *testing.T) {
+	t.Parallel()
+	for path, want := range map[string]struct {
+		queue     string
+		batch, ok bool
+	}{
+		"/v1/queues/emails/jobs":        {"emails", false, true},
+		"/v1/queues/a.b-c_d/jobs/batch": {"a.b-c_d", true, true},
+		"/v1/queues//jobs":              {},
+		"/v1/queues/a/b/jobs":           {},
+		"/v1/queues/../jobs":            {},
+		"/v1/queues/emails/jobs/":       {},
+		"/v1/queues/emails/jobsx":       {},
+		"/v2/queues/emails/jobs":        {},
+	} {
+		q, batch, ok := publishPath(path)
+		require.Equal(t, want.ok, ok, path)
+		require.Equal(t, want.queue, q, path)
+		require.Equal(t, want.batch, batch, path)
+	}
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -108,6 +109,20 @@ func (s *Server) routes() {
 // JSON error body instead of ServeMux's plain text, keeping the Allow header.
 func (s *Server) jsonFallback(next *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The publish endpoints, by far the busiest, skip the mux's routing
+		// (two pattern matches per request here); anything unusual about
+		// the path goes the general way below.
+		if r.Method == http.MethodPost {
+			if name, batch, ok := publishPath(r.URL.Path); ok {
+				r.SetPathValue("queue", name)
+				if batch {
+					s.handlePublishBatch(w, r)
+				} else {
+					s.handlePublish(w, r)
+				}
+				return
+			}
+		}
 		h, pattern := next.Handler(r)
 		if pattern != "" {
 			next.ServeHTTP(w, r) // ServeHTTP (not h) so path values are set
@@ -259,4 +274,24 @@ func (s *Server) shedLoad(next http.Handler) http.Handler {
 			writeError(w, http.StatusTooManyRequests, "API overloaded: too many concurrent requests, retry later")
 		}
 	})
+}
+
+// publishPath recognises /v1/queues/{queue}/jobs and .../jobs/batch with a
+// queue name of one plain path segment.
+func publishPath(path string) (queue string, batch, ok bool) {
+	rest, found := strings.CutPrefix(path, "/v1/queues/")
+	if !found {
+		return "", false, false
+	}
+	if q, found := strings.CutSuffix(rest, "/jobs/batch"); found {
+		queue, batch = q, true
+	} else if q, found := strings.CutSuffix(rest, "/jobs"); found {
+		queue = q
+	} else {
+		return "", false, false
+	}
+	if queue == "" || queue == "." || queue == ".." || strings.ContainsRune(queue, '/') {
+		return "", false, false
+	}
+	return queue, batch, true
 }
