@@ -51,6 +51,7 @@ type options struct {
 	profile     string
 	only        string
 	runs        int
+	warmup      int
 }
 
 func main() {
@@ -65,7 +66,8 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the daemon during the 1-daemon delivery run to this file")
 	flag.StringVar(&o.only, "only", "", "run only this phase: delivery | backpressure | publish | latency")
-	flag.IntVar(&o.runs, "runs", 3, "repeat the headline throughput runs this many times and report the median")
+	flag.IntVar(&o.runs, "runs", 5, "repeat the headline throughput runs this many times and report the median")
+	flag.IntVar(&o.warmup, "warmup", 1, "unmeasured runs before the headline throughput runs (connection pools, goroutines, heap and Redis tables grow to size)")
 	flag.Parse()
 	if o.quick {
 		o.n, o.publishN, o.batchN, o.claimBig = 3000, 3000, 20000, 50000
@@ -155,6 +157,13 @@ func run(ctx context.Context, o options) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	pubCPU := &cpuSplit{redis: []int{rs.cmd.Process.Pid}, daemons: []int{d.cmd.Process.Pid}}
+	published := 0
+	for range o.warmup {
+		if err := leanPublishMany(ctx, d.url, "q0", o.publishN, 50, body); err != nil {
+			return err
+		}
+		published += o.publishN
+	}
 	pubCPU.start()
 	var pubRates []float64
 	for range max(o.runs, 1) {
@@ -166,7 +175,7 @@ func run(ctx context.Context, o options) error {
 	}
 	add("HTTP publish, single-job requests, 50 clients", medianOf(pubRates, "jobs/s"), "≥ 20,000")
 	add("CPU per single publish: Redis / daemon / client", pubCPU.perJob(o.publishN*len(pubRates)), "")
-	published := o.publishN * len(pubRates)
+	published += o.publishN * len(pubRates)
 	pubCPU.start()
 	start := time.Now()
 	if err := api.publishMany(ctx, "q0", o.publishN/2, 50, body); err != nil {
@@ -228,6 +237,11 @@ func run(ctx context.Context, o options) error {
 	cpu := &cpuSplit{redis: []int{rs.cmd.Process.Pid}, daemons: []int{d.cmd.Process.Pid}}
 	if pprofAddr != "" {
 		cpu.profileAddr, cpu.profilePath = pprofAddr, o.profile
+	}
+	for range o.warmup {
+		if _, _, _, err := deliveryRun(ctx, api, rs, hook, "q0", o.n, payload); err != nil {
+			return err
+		}
 	}
 	rate, calls, cmds, usec, err := deliveryRunUsec(ctx, api, rs, hook, "q0", o.n, payload, cpu)
 	if err != nil {
