@@ -151,6 +151,7 @@ func (h *leanWebhook) serve(c net.Conn) {
 
 // latencyTracker matches delivered payloads to their publish times.
 type latencyTracker struct {
+	on       atomic.Bool // tracking, readable without the lock
 	mu       sync.Mutex
 	tracking bool
 	starts   map[string]time.Time
@@ -162,6 +163,9 @@ func newLatencyTracker() *latencyTracker {
 }
 
 func (t *latencyTracker) observe(body []byte) {
+	if !t.on.Load() {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.tracking {
@@ -186,6 +190,7 @@ func (t *latencyTracker) observe(body []byte) {
 func (t *latencyTracker) track(on bool) {
 	t.mu.Lock()
 	t.tracking = on
+	t.on.Store(on)
 	if on {
 		t.lat = nil
 		t.starts = map[string]time.Time{}

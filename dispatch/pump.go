@@ -347,6 +347,11 @@ func (p *pump) settleWithRetry(q config.Queue, outs []store.Outcome, refill int,
 
 func (p *pump) report(log *zap.Logger, it settleItem, s store.Settled) {
 	o := it.out
+	// The common outcomes are logged at debug level only: skip building
+	// their fields when that level is off.
+	if (s.Word == "COMPLETED" || s.Word == "AWAITING") && !log.Core().Enabled(zap.DebugLevel) {
+		return
+	}
 	fields := []zap.Field{zap.String("job", o.ID), zap.String("outcome", string(o.Kind)), zap.String("result", s.Word)}
 	if o.StatusCode > 0 {
 		fields = append(fields, zap.Int("status", o.StatusCode))
