@@ -77,7 +77,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 		return nil, fmt.Errorf("prepare scripts: %w", err)
 	}
 	d.store = st
-	d.ingest = ingest.New(st)
+	d.ingest = ingest.New(st).WithCallTimeout(apiCallTimeout)
 	d.metrics = metrics.New(metrics.Options{Status: d.queueStatuses, Logger: log})
 	d.metrics.InitQueues(cfg.QueueNames())
 	d.events = events.New(events.DefaultCapacity)
@@ -316,8 +316,8 @@ func apiCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 func (b backend) Publish(ctx context.Context, q config.Queue, jobs []store.NewJob) ([]store.Published, error) {
-	ctx, cancel := apiCtx(ctx)
-	defer cancel()
+	// The ingest call carries apiCallTimeout (one timer per Redis call, not
+	// per request); a client that goes away ends its own wait.
 	res, err := b.d.ingest.Publish(ctx, q, jobs)
 	if err == nil {
 		n := 0

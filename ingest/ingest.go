@@ -11,6 +11,7 @@ package ingest
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/simpleq/simpleqd/config"
 	"github.com/simpleq/simpleqd/store"
@@ -26,7 +27,8 @@ const MaxJobs = 1000
 
 // Coalescer merges publishes per queue.
 type Coalescer struct {
-	pub Publisher
+	pub     Publisher
+	timeout time.Duration
 
 	mu     sync.Mutex
 	queues map[string]*lane
@@ -37,11 +39,24 @@ func New(pub Publisher) *Coalescer {
 	return &Coalescer{pub: pub, queues: map[string]*lane{}}
 }
 
+// WithCallTimeout bounds how long a publish may take from the moment it
+// arrives, waiting included (0: no bound beyond the caller's context). Each
+// call runs until the earliest deadline of the publishes it carries, so a
+// publish stuck behind a slow call still ends on time. One timer per call,
+// not per request: under load a call carries many requests, and a timer per
+// HTTP request was a measurable share of a publish's CPU.
+func (c *Coalescer) WithCallTimeout(d time.Duration) *Coalescer {
+	c.timeout = d
+	return c
+}
+
 type request struct {
-	ctx  context.Context
-	q    config.Queue
-	jobs []store.NewJob
-	done chan result
+	ctx context.Context
+	// deadline is when this publish must have ended (zero: no timeout).
+	deadline time.Time
+	q        config.Queue
+	jobs     []store.NewJob
+	done     chan result
 }
 
 type result struct {
@@ -60,6 +75,11 @@ type lane struct {
 // for the same queue. A request larger than MaxJobs goes on its own.
 func (c *Coalescer) Publish(ctx context.Context, q config.Queue, jobs []store.NewJob) ([]store.Published, error) {
 	if len(jobs) >= MaxJobs {
+		if c.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.timeout)
+			defer cancel()
+		}
 		return c.pub.Publish(ctx, q, jobs)
 	}
 	c.mu.Lock()
@@ -71,6 +91,9 @@ func (c *Coalescer) Publish(ctx context.Context, q config.Queue, jobs []store.Ne
 	c.mu.Unlock()
 
 	r := &request{ctx: ctx, q: q, jobs: jobs, done: make(chan result, 1)}
+	if c.timeout > 0 {
+		r.deadline = time.Now().Add(c.timeout)
+	}
 	l.mu.Lock()
 	l.waiting = append(l.waiting, r)
 	lead := !l.busy
@@ -101,9 +124,14 @@ func (c *Coalescer) drive(l *lane) {
 		var take []*request
 		n := 0
 		rest := l.waiting[:0:0]
+		now := time.Now()
 		for _, r := range l.waiting {
 			if r.ctx.Err() != nil {
 				r.done <- result{err: r.ctx.Err()}
+				continue
+			}
+			if !r.deadline.IsZero() && !now.Before(r.deadline) {
+				r.done <- result{err: context.DeadlineExceeded}
 				continue
 			}
 			if n+len(r.jobs) > MaxJobs && n > 0 {
@@ -125,7 +153,9 @@ func (c *Coalescer) drive(l *lane) {
 func (c *Coalescer) call(take []*request, n int) {
 	if len(take) == 1 {
 		r := take[0]
-		res, err := c.pub.Publish(r.ctx, r.q, r.jobs)
+		ctx, cancel := bound(r.ctx, r.deadline)
+		res, err := c.pub.Publish(ctx, r.q, r.jobs)
+		cancel()
 		r.done <- result{res, err}
 		return
 	}
@@ -136,7 +166,8 @@ func (c *Coalescer) call(take []*request, n int) {
 	// The merged call is not bound to any one client's context: it must not
 	// fail every request because one client went away. Use the newest queue
 	// settings and a context that ends when all callers have gone.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(take[0].ctx))
+	// Requests wait in arrival order, so the first has the earliest deadline.
+	ctx, cancel := bound(context.WithoutCancel(take[0].ctx), take[0].deadline)
 	defer cancel()
 	res, err := c.pub.Publish(ctx, take[len(take)-1].q, all)
 	i := 0
@@ -148,4 +179,12 @@ func (c *Coalescer) call(take []*request, n int) {
 		r.done <- result{res: res[i : i+len(r.jobs)]}
 		i += len(r.jobs)
 	}
+}
+
+// bound ends ctx at deadline (zero: only when ctx ends).
+func bound(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	if !deadline.IsZero() {
+		return context.WithDeadline(ctx, deadline)
+	}
+	return context.WithCancel(ctx)
 }

@@ -76,3 +76,39 @@ func TestIdlePublishGoesAlone(t *testing.T) {
 	}
 	require.EqualValues(t, 5, st.calls.Load())
 }
+
+// stuckStore never answers until its context ends.
+type stuckStore struct{}
+
+func (stuckStore) Publish(ctx context.Context, _ config.Queue, _ []store.NewJob) ([]store.Published, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestCallTimeoutBoundsEveryCall: with a call timeout, a publish whose own
+// context has no deadline still ends (with an error) when Redis does not
+// answer, within the timeout of its own arrival: also when it queued behind
+// a call that was already stuck.
+func TestCallTimeoutBoundsEveryCall(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	c := ingest.New(stuckStore{}).WithCallTimeout(timeout)
+	q := config.Queue{Name: "q"}
+	var wg sync.WaitGroup
+	publish := func(i int) {
+		defer wg.Done()
+		start := time.Now()
+		_, err := c.Publish(context.Background(), q, []store.NewJob{{Payload: json.RawMessage(fmt.Sprint(i))}})
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		// Queued behind the stuck call, it would take about 2 × timeout.
+		require.Less(t, time.Since(start), timeout+150*time.Millisecond, "publish %d", i)
+	}
+	wg.Add(1)
+	go publish(0)
+	time.Sleep(10 * time.Millisecond) // the first call is now stuck
+	for i := 1; i < 5; i++ {
+		wg.Add(1)
+		go publish(i)
+	}
+	wg.Wait()
+}

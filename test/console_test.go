@@ -334,6 +334,9 @@ queues:
 	probe := probeID
 	mu.Unlock()
 	require.NotEmpty(t, probe)
+	// The list may first show "probing" from a poll taken between the
+	// release and the probe's claim; its next poll names the probe.
+	b.waitFor(`(document.querySelector('#queues tr[data-queue="emails"] .probe-job')?.title ?? '') !== ''`, 10*time.Second, "probe named")
 	require.Equal(t, probe, evalJS[string](b, `document.querySelector('#queues tr[data-queue="emails"] .probe-job')?.title ?? ''`))
 	require.Contains(t, emailIDs, probe)
 
