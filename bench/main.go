@@ -65,7 +65,7 @@ func main() {
 	flag.BoolVar(&o.skipCluster, "skip-cluster", false, "skip the Redis Cluster row")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the daemon during the 1-daemon delivery run to this file")
-	flag.StringVar(&o.only, "only", "", "run only this phase: delivery | backpressure | publish | latency")
+	flag.StringVar(&o.only, "only", "", "run only this phase: publish (single, batch, memory) | delivery (publish rows too) | latency (delivery rows too) | backpressure")
 	flag.IntVar(&o.runs, "runs", 5, "repeat the headline throughput runs this many times and report the median")
 	flag.IntVar(&o.warmup, "warmup", 1, "unmeasured runs before the headline throughput runs (connection pools, goroutines, heap and Redis tables grow to size)")
 	flag.Parse()
@@ -188,8 +188,6 @@ func run(ctx context.Context, o options) error {
 		if err := <-pubDone; err != nil {
 			return err
 		}
-		_ = d.stop()
-		return printRows(rows)
 	}
 
 	// Batch publish throughput: a warm-up, then the median of three runs.
@@ -218,6 +216,10 @@ func run(ctx context.Context, o options) error {
 	}
 	perJob := float64(memNow-memBefore)/float64(waiting) - 200
 	add("Redis memory per waiting job beyond its 200-byte payload", fmt.Sprintf("%.0f bytes", perJob), "≤ 400")
+	if o.only == "publish" {
+		_ = d.stop()
+		return printRows(rows)
+	}
 	// Drop the backlog before the delivery runs.
 	if err := rs.client.FlushAll(ctx).Err(); err != nil {
 		return err
