@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -66,13 +65,9 @@ func (d *Deliverer) sign(secret string, body []byte) string {
 	p := pool.(*sync.Pool)
 	m := p.Get().(hash.Hash)
 	m.Reset()
-	m.Write(body)
-	var sum [sha256.Size]byte
-	var out [len("sha256=") + 2*sha256.Size]byte
-	copy(out[:], "sha256=")
-	hex.Encode(out[len("sha256="):], m.Sum(sum[:0]))
+	sig := signWith(m, body)
 	p.Put(m)
-	return string(out[:])
+	return sig
 }
 
 // NewDeliverer returns a Deliverer that sends userAgent with every delivery.

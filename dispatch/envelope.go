@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"strconv"
 	"time"
 
@@ -40,9 +41,18 @@ func Envelope(queue string, maxAttempts int, j store.ClaimedJob) []byte {
 // Sign returns the x-simpleq-signature value: "sha256=" + lowercase hex
 // HMAC-SHA256 of the raw body, keyed with the queue's signing secret.
 func Sign(secret string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
+	return signWith(hmac.New(sha256.New, []byte(secret)), body)
+}
+
+// signWith formats the signature of body with m, an HMAC-SHA256 keyed with
+// the signing secret (fresh, or reset from a pool).
+func signWith(m hash.Hash, body []byte) string {
 	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+	var sum [sha256.Size]byte
+	var out [len("sha256=") + 2*sha256.Size]byte
+	copy(out[:], "sha256=")
+	hex.Encode(out[len("sha256="):], m.Sum(sum[:0]))
+	return string(out[:])
 }
 
 // Verify reports whether signature (an x-simpleq-signature header value) is

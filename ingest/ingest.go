@@ -74,12 +74,13 @@ type lane struct {
 // Publish stores jobs like Publisher.Publish, merged with concurrent calls
 // for the same queue. A request larger than MaxJobs goes on its own.
 func (c *Coalescer) Publish(ctx context.Context, q config.Queue, jobs []store.NewJob) ([]store.Published, error) {
+	var deadline time.Time
+	if c.timeout > 0 {
+		deadline = time.Now().Add(c.timeout)
+	}
 	if len(jobs) >= MaxJobs {
-		if c.timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, c.timeout)
-			defer cancel()
-		}
+		ctx, cancel := bound(ctx, deadline)
+		defer cancel()
 		return c.pub.Publish(ctx, q, jobs)
 	}
 	c.mu.Lock()
@@ -90,10 +91,7 @@ func (c *Coalescer) Publish(ctx context.Context, q config.Queue, jobs []store.Ne
 	}
 	c.mu.Unlock()
 
-	r := &request{ctx: ctx, q: q, jobs: jobs, done: make(chan result, 1)}
-	if c.timeout > 0 {
-		r.deadline = time.Now().Add(c.timeout)
-	}
+	r := &request{ctx: ctx, deadline: deadline, q: q, jobs: jobs, done: make(chan result, 1)}
 	l.mu.Lock()
 	l.waiting = append(l.waiting, r)
 	lead := !l.busy
