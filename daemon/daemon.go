@@ -24,6 +24,7 @@ import (
 	"github.com/simpleq/simpleqd/console"
 	"github.com/simpleq/simpleqd/dispatch"
 	"github.com/simpleq/simpleqd/events"
+	"github.com/simpleq/simpleqd/fastserve"
 	"github.com/simpleq/simpleqd/ingest"
 	"github.com/simpleq/simpleqd/metrics"
 	"github.com/simpleq/simpleqd/store"
@@ -153,13 +154,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	cfg := d.cfg.Load()
-	srv := newHTTPServer(d.handler(), d.log)
+	srv := newHTTPServer(d.handler(), cfg.HTTP.MaxPayloadBytes, d.log)
 	d.log.Info("simpleqd listening", zap.String("addr", d.listener.Addr().String()),
 		zap.Int("queues", len(cfg.Queues)), zap.String("version", Version))
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if err := srv.Serve(d.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(d.listener); err != nil {
 			return fmt.Errorf("http server: %w", err)
 		}
 		return nil
@@ -200,16 +201,20 @@ const (
 	maxHeaderBytes    = 64 << 10
 )
 
-func newHTTPServer(h http.Handler, log *zap.Logger) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          zap.NewStdLog(log.Named("http")),
+// newHTTPServer serves the API on fasthttp's connection handling (package
+// fastserve says why); maxBody is http.maxPayloadBytes.
+func newHTTPServer(h http.Handler, maxBody int64, log *zap.Logger) *fastserve.Server {
+	if maxBody <= 0 {
+		maxBody = api.DefaultMaxPayloadBytes
 	}
+	return fastserve.New(h, fastserve.Limits{
+		HeaderTimeout:  readHeaderTimeout,
+		BodyTimeout:    readTimeout,
+		WriteTimeout:   writeTimeout,
+		IdleTimeout:    idleTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		MaxBodyBytes:   int(maxBody),
+	}, log)
 }
 
 // loadScripts retries until Redis answers; meanwhile /readyz says 503.
