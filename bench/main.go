@@ -165,6 +165,9 @@ func run(ctx context.Context, o options) error {
 		published += o.publishN
 	}
 	pubCPU.start()
+	if err := rs.resetStats(ctx); err != nil {
+		return err
+	}
 	var pubRates []float64
 	for range max(o.runs, 1) {
 		start := time.Now()
@@ -175,6 +178,11 @@ func run(ctx context.Context, o options) error {
 	}
 	add("HTTP publish, single-job requests, 50 clients", medianOf(pubRates, "jobs/s"), "≥ 20,000")
 	add("CPU per single publish: Redis / daemon / client", pubCPU.perJob(o.publishN*len(pubRates)), "")
+	pubScripts, _, err := rs.commandStats(ctx)
+	if err != nil {
+		return err
+	}
+	add("  publishes merged into one script call (package ingest)", fmt.Sprintf("%.1f on average", float64(o.publishN*len(pubRates))/float64(max(pubScripts, 1))), "")
 	published += o.publishN * len(pubRates)
 	pubCPU.start()
 	start := time.Now()

@@ -223,12 +223,20 @@ func (s *Server) request(ctx *fasthttp.RequestCtx) (*http.Request, error) {
 	} else {
 		r.Proto, r.ProtoMinor = "HTTP/1.0", 0
 	}
+	// One backing array for the values: a header seen once (nearly all)
+	// costs no slice of its own.
+	vals := make([]string, 0, ctx.Request.Header.Len())
 	for k, v := range ctx.Request.Header.All() {
 		key := headerKey(k)
 		if key == "Host" {
 			continue // r.Host, as net/http does
 		}
-		r.Header[key] = append(r.Header[key], string(v))
+		if old, seen := r.Header[key]; seen {
+			r.Header[key] = append(old, string(v))
+			continue
+		}
+		vals = append(vals, string(v))
+		r.Header[key] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	body := ctx.PostBody()
 	r.ContentLength = int64(len(body))
