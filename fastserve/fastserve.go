@@ -65,6 +65,7 @@ const (
 	msgHeaderTooBig = "Request header too large"
 	msgTimeout      = "Request timeout"
 	msgMalformed    = "Malformed HTTP request"
+	msgInternal     = "internal error"
 )
 
 // Server serves one http.Handler over fasthttp.
@@ -149,6 +150,12 @@ func writeRefusal(ctx *fasthttp.RequestCtx, err error) {
 	case errors.As(err, &netErr) && netErr.Timeout():
 		status, msg = http.StatusRequestTimeout, msgTimeout
 	}
+	writeError(ctx, status, msg)
+}
+
+// writeError answers {"error": msg}, the API's error shape, in place of
+// whatever the response held.
+func writeError(ctx *fasthttp.RequestCtx, status int, msg string) {
 	ctx.Response.Reset()
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
@@ -163,10 +170,7 @@ func writeRefusal(ctx *fasthttp.RequestCtx, err error) {
 func (s *Server) serve(ctx *fasthttp.RequestCtx, h http.Handler) {
 	r, err := s.request(ctx)
 	if err != nil {
-		ctx.Response.Reset()
-		ctx.SetStatusCode(http.StatusBadRequest)
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"error":` + strconv.Quote(msgMalformed) + "}\n")
+		writeError(ctx, http.StatusBadRequest, msgMalformed)
 		return
 	}
 	w := &responseWriter{ctx: ctx, header: make(http.Header, 4)}
@@ -184,8 +188,6 @@ func (s *Server) recoverPanic(ctx *fasthttp.RequestCtx, r *http.Request) {
 	if v == nil {
 		return
 	}
-	ctx.SetConnectionClose()
-	ctx.Response.Reset()
 	if v == http.ErrAbortHandler { //nolint:errorlint // a sentinel value, compared as net/http does
 		ctx.HijackSetNoResponse(true)
 		ctx.Hijack(func(c net.Conn) { _ = c.Close() })
@@ -194,9 +196,8 @@ func (s *Server) recoverPanic(ctx *fasthttp.RequestCtx, r *http.Request) {
 	s.log.Error("panic in HTTP handler",
 		zap.String("method", r.Method), zap.String("path", r.URL.Path),
 		zap.Any("panic", v), zap.Stack("stack"))
-	ctx.SetStatusCode(http.StatusInternalServerError)
-	ctx.SetContentType("application/json")
-	ctx.SetBodyString(`{"error":"internal error"}` + "\n")
+	writeError(ctx, http.StatusInternalServerError, msgInternal)
+	ctx.SetConnectionClose()
 }
 
 // request builds the *http.Request for ctx.
@@ -250,21 +251,18 @@ func (s *Server) request(ctx *fasthttp.RequestCtx) (*http.Request, error) {
 	return r.WithContext(s.base), nil
 }
 
-// Frequent strings, shared instead of allocated per request.
+// Frequent strings, shared instead of allocated per request. Read-only.
 var (
-	methods = map[string]string{
-		http.MethodGet: http.MethodGet, http.MethodPost: http.MethodPost, http.MethodHead: http.MethodHead,
-		http.MethodPut: http.MethodPut, http.MethodDelete: http.MethodDelete, http.MethodPatch: http.MethodPatch,
-		http.MethodOptions: http.MethodOptions,
-	}
-	headerKeys = map[string]string{}
+	methods    = stringSet(http.MethodGet, http.MethodPost, http.MethodHead, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions)
+	headerKeys = stringSet("Host", "User-Agent", "Accept", "Accept-Encoding", "Authorization", "Content-Type", "Content-Length", "Connection")
 )
 
-func init() {
-	for _, k := range []string{"Host", "User-Agent", "Accept", "Accept-Encoding", "Authorization",
-		"Content-Type", "Content-Length", "Connection", "Idempotency-Key", "X-Request-Id"} {
-		headerKeys[k] = k
+func stringSet(values ...string) map[string]string {
+	m := make(map[string]string, len(values))
+	for _, v := range values {
+		m[v] = v
 	}
+	return m
 }
 
 func method(b []byte) string {
