@@ -312,3 +312,58 @@ func TestShutdownWaitsForRequests(t *testing.T) {
 	require.NoError(t, <-stopped)
 	require.NoError(t, <-served)
 }
+
+// TestClientVariants: what HTTP clients send besides plain keep-alive
+// requests is understood: chunked bodies, Expect: 100-continue, pipelined
+// requests on one connection, and HTTP/1.0.
+func TestClientVariants(t *testing.T) {
+	t.Parallel()
+	_, addr := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "%s %s %d %s", r.Proto, r.URL.Path, r.ContentLength, b)
+	}), Limits{})
+
+	// Chunked: the handler sees the whole body and its length.
+	resp, body := roundTrip(t, addr, "POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
+		"3\r\n{\"a\r\n4\r\n\":1}\r\n0\r\n\r\n")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, `HTTP/1.1 /chunked 7 {"a":1}`, body)
+
+	// Expect: 100-continue: the server asks for the body, then answers.
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	br := bufio.NewReader(c)
+	_, err = io.WriteString(c, "POST /expect HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+	require.NoError(t, err)
+	line, err := br.ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, line, "100 Continue")
+	_, _ = br.ReadString('\n') // the blank line ending the interim answer
+	_, err = io.WriteString(c, "{}")
+	require.NoError(t, err)
+	resp, err = http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	require.Equal(t, "HTTP/1.1 /expect 2 {}", string(b))
+
+	// Pipelined: three requests in one write, three answers in order.
+	c2, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c2.Close()
+	_, err = io.WriteString(c2, "GET /one HTTP/1.1\r\nHost: x\r\n\r\nGET /two HTTP/1.1\r\nHost: x\r\n\r\nGET /three HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	br2 := bufio.NewReader(c2)
+	for _, p := range []string{"/one", "/two", "/three"} {
+		resp, err := http.ReadResponse(br2, nil)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		require.Equal(t, "HTTP/1.1 "+p+" 0 ", string(b))
+	}
+
+	// HTTP/1.0: answered, and the connection closed after it.
+	resp, body = roundTrip(t, addr, "GET /old HTTP/1.0\r\n\r\n")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "HTTP/1.0 /old 0 ", body)
+}
