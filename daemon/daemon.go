@@ -192,13 +192,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 // HTTP server limits: a client that trickles its headers (slowloris) is cut
 // off after readHeaderTimeout, a slow body after readTimeout, and an idle
 // keep-alive connection after idleTimeout, so slow or stuck clients cannot
-// hold connections and goroutines without bound.
+// hold connections and goroutines without bound. maxHeaderBytes is also the
+// read buffer a connection holds while a request arrives (fasthttp needs
+// the whole header in it), so it bounds what a slow client can pin: 16 KiB,
+// as Node.js allows, is far above what API clients and browsers send.
 const (
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 30 * time.Second
 	writeTimeout      = 30 * time.Second
 	idleTimeout       = 120 * time.Second
-	maxHeaderBytes    = 64 << 10
+	maxHeaderBytes    = 16 << 10
 )
 
 // newHTTPServer serves the API on fasthttp's connection handling (package
