@@ -10,6 +10,6 @@ local st = redis.call('HMGET', K_STATE, 'paused', 'pause_reason', 'hold', 'hold_
   'probe_job', 'reason', 'n_pending', 'n_awaiting')
 return {
   now, st[1] or '0', st[2] or '', st[3] or '0', st[4] or '0', st[5] or '', st[6] or '',
-  redis.call('ZCARD', K_WAITING), st[7] or '0', redis.call('ZCARD', K_INFLIGHT), st[8] or '0',
+  redis.call('ZCARD', K_WAITING), st[7] or '0', in_flight(), st[8] or '0',
   redis.call('ZCARD', K_DEAD),
 }

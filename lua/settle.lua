@@ -82,7 +82,7 @@ for i = 0, n - 1 do
       m.sc = code
       m.t = nil
       save(id, m, payload)
-      redis.call('ZADD', K_INFLIGHT, now + P.ack_timeout, id)
+      redis.call('ZADD', K_INFLIGHT, '+inf', PLACEHOLDER, now + P.ack_timeout, id)
       redis.call('HINCRBY', K_STATE, 'n_awaiting', 1)
       word, detail = 'AWAITING', tostring(now + P.ack_timeout)
     elseif kind == 'fail' then

@@ -362,3 +362,64 @@ func TestLeaseExpiryIsAFailure(t *testing.T) {
 		require.Equal(t, "STALE", r[0].Word)
 	})
 }
+
+// Redis keeps a small sorted set or hash as a listpack, scanned in full on
+// every access; the queue's placeholder keeps the in-flight set and the
+// leases hash in their O(1)/O(log n) encodings from the first claim on, also
+// across an idle spell, without ever counting or waking as a job.
+func TestInFlightKeysKeepTheirFastEncoding(t *testing.T) {
+	t.Parallel()
+	if _, err := execLookPath(); err != nil {
+		t.Skip("needs redis-server")
+	}
+	rdb := redistest.Start(t).Client(t)
+	s := newStore(t, rdb)
+	ctx := context.Background()
+	q := queue("encodings")
+	keys := s.Keys(q.Name)
+	inflight, leases := keys[1], keys[10]
+	require.Contains(t, inflight, "inflight")
+	require.Contains(t, leases, "leases")
+	encodings := func() (string, string) {
+		z, err := rdb.ObjectEncoding(ctx, inflight).Result()
+		require.NoError(t, err)
+		h, err := rdb.ObjectEncoding(ctx, leases).Result()
+		require.NoError(t, err)
+		return z, h
+	}
+	for round := range 2 {
+		for range 3 {
+			publish(t, s, q, `{}`)
+		}
+		c, err := s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 3, "round %d", round)
+		z, h := encodings()
+		require.Equal(t, "skiplist", z)
+		require.Equal(t, "hashtable", h)
+		st, err := s.QueueStatus(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, store.Counts{Processing: 3}, st.Counts)
+
+		var out []store.Outcome
+		for _, j := range c.Jobs {
+			out = append(out, store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeOK, StatusCode: 200})
+		}
+		_, err = s.Settle(ctx, q, out)
+		require.NoError(t, err)
+		// Idle: nothing in flight, nothing due, and the placeholder is
+		// neither counted nor a reason to wake (the next need is the
+		// retention purge, an hour away).
+		st, err = s.QueueStatus(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, store.Counts{}, st.Counts)
+		c, err = s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Equal(t, store.Empty, c.Word)
+		require.Empty(t, c.Reaped)
+		require.Greater(t, c.WakeIn, 50*time.Minute)
+		z, h = encodings()
+		require.Equal(t, "skiplist", z, "still, while idle")
+		require.Equal(t, "hashtable", h, "still, while idle")
+	}
+}
