@@ -6,10 +6,11 @@ import (
 	"sort"
 )
 
-// Scanning of request bodies that json.Valid has already accepted. A body is
-// checked once as a whole; these functions then only find the extent of each
-// member without decoding or copying values, which on the batch endpoint (a
-// thousand jobs per body) costs a fraction of a json.Decoder walk. They
+// Scanning of request bodies that validJSON (json.Valid's grammar) has
+// already accepted. A body is checked once as a whole; these functions then
+// only find the extent of each member without decoding or copying values,
+// which on the batch endpoint (a thousand jobs per body) costs a fraction of
+// a json.Decoder walk. They
 // return an error rather than panic on anything unexpected, so a caller that
 // skipped validation gets a 400, never a crash.
 
@@ -93,7 +94,7 @@ func skipValue(data []byte, i int) (int, error) {
 // more than once (the last occurrence wins in fields). Duplicates are
 // reported rather than silently resolved, since "last one wins" would make
 // the request mean something other than what one reader of it sees. data
-// must have passed json.Valid and utf8.Valid.
+// must have passed validJSON and utf8.Valid.
 func parseObject(data []byte) (map[string]json.RawMessage, []string, error) {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
@@ -153,7 +154,7 @@ func parseObject(data []byte) (map[string]json.RawMessage, []string, error) {
 }
 
 // splitArray returns the elements of the JSON array data as sub-slices.
-// data must have passed json.Valid.
+// data must have passed validJSON.
 func splitArray(data []byte) ([]json.RawMessage, error) {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '[' {

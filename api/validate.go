@@ -81,7 +81,7 @@ func (s *Server) readObject(w http.ResponseWriter, r *http.Request, emptyIsObjec
 		writeError(w, http.StatusUnsupportedMediaType, msgNotJSON)
 		return nil, false
 	}
-	if len(trimmed) == 0 || !utf8.Valid(trimmed) || !json.Valid(trimmed) {
+	if len(trimmed) == 0 || !utf8.Valid(trimmed) || !validJSON(trimmed) {
 		writeFormError(w, msgInvalidJSON)
 		return nil, false
 	}
@@ -90,7 +90,7 @@ func (s *Server) readObject(w http.ResponseWriter, r *http.Request, emptyIsObjec
 		return nil, false
 	}
 	fields, dups, err := parseObject(trimmed)
-	if err != nil { // unreachable after json.Valid, but never a 500 for input
+	if err != nil { // unreachable after validJSON, but never a 500 for input
 		writeFormError(w, msgInvalidJSON)
 		return nil, false
 	}
