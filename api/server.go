@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/simpleq/simpleqd/events"
+	"github.com/simpleq/simpleqd/internal/wiretime"
 )
 
 // DefaultMaxPayloadBytes is the request body limit used when
@@ -238,11 +239,8 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	})
 }
 
-// formatTime renders t the one way the wire uses: ISO-8601 UTC with
-// milliseconds, e.g. 2026-01-01T00:00:00.000Z.
-func formatTime(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.000Z")
-}
+// formatTime renders t the one way the wire uses (package wiretime).
+func formatTime(t time.Time) string { return wiretime.Format(t) }
 
 // formatTimePtr is formatTime for nullable times (nil → JSON null).
 func formatTimePtr(t *time.Time) *string {

@@ -8,11 +8,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/simpleq/simpleqd/internal/wiretime"
 	"github.com/simpleq/simpleqd/store"
 )
 
 // TimeFormat is the wire format of every time: ISO-8601 UTC with milliseconds.
-const TimeFormat = "2006-01-02T15:04:05.000Z"
+const TimeFormat = wiretime.Layout
 
 // Envelope builds the delivery body byte for byte as api.md specifies. The
 // payload is spliced in raw — never decoded and re-encoded — so key order and
@@ -33,7 +34,7 @@ func Envelope(queue string, maxAttempts int, j store.ClaimedJob) []byte {
 	b = append(b, `,"deferCount":`...)
 	b = strconv.AppendInt(b, int64(j.DeferCount), 10)
 	b = append(b, `,"createdAt":"`...)
-	b = j.CreatedAt.UTC().AppendFormat(b, TimeFormat)
+	b = wiretime.Append(b, j.CreatedAt)
 	b = append(b, `"}`...)
 	return b
 }
@@ -63,4 +64,4 @@ func Verify(secret string, body []byte, signature string) bool {
 }
 
 // FormatTime renders t in the wire format.
-func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+func FormatTime(t time.Time) string { return wiretime.Format(t) }
