@@ -216,7 +216,7 @@ type harness struct {
 	waker   *fakeWaker
 }
 
-func newHarness(t *testing.T, mod ...func(*Options)) *harness {
+func newHarness(t testing.TB, mod ...func(*Options)) *harness {
 	t.Helper()
 	h := &harness{backend: &fakeBackend{}, waker: &fakeWaker{}}
 	opts := Options{
@@ -242,7 +242,7 @@ type req struct {
 
 func str(s string) *string { return &s }
 
-func (h *harness) do(t *testing.T, rq req) *httptest.ResponseRecorder {
+func (h *harness) do(t testing.TB, rq req) *httptest.ResponseRecorder {
 	t.Helper()
 	var body io.Reader = http.NoBody
 	if rq.body != "" {
@@ -268,7 +268,7 @@ func (h *harness) do(t *testing.T, rq req) *httptest.ResponseRecorder {
 	return w
 }
 
-func (h *harness) post(t *testing.T, path, body string) *httptest.ResponseRecorder {
+func (h *harness) post(t testing.TB, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	return h.do(t, req{method: http.MethodPost, path: path, body: body})
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/internal/wiretime"
 	"github.com/simpleq/simpleqd/store"
 )
 
@@ -146,18 +148,57 @@ func (s *Server) handlePublishBatch(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, fmt.Errorf("backend published %d jobs for %d", len(res), len(jobs)))
 		return
 	}
-	out := make([]batchItemJSON, len(res))
 	anyNew := false
-	for i, p := range res {
+	for _, p := range res {
 		anyNew = anyNew || !p.Duplicate
-		out[i] = batchItemJSON{ID: p.ID, Status: string(p.Status), CreatedAt: formatTime(p.CreatedAt), Duplicate: p.Duplicate}
 	}
 	if anyNew {
 		s.wake(name)
 	}
-	s.respond(w, r, http.StatusOK, struct {
-		Jobs []batchItemJSON `json:"jobs"`
-	}{out})
+	// ~110 bytes per item: {"id":"job_<26>_<queue>","status":…,"createdAt":…,"duplicate":false}
+	writeEncoded(w, http.StatusOK, appendBatchAnswer(make([]byte, 0, 16+len(res)*(96+len(name))), res))
+}
+
+// appendBatchAnswer formats the batch publish answer, {"jobs":[...]}, byte
+// for byte as encoding batchItemJSON items gives (a test checks): encoding
+// 1,000 items by reflection was 10% of the daemon's CPU per batch-published
+// job. Job ids ([A-Za-z0-9._-], made by this daemon) and statuses need no
+// escaping; an id that would is encoded properly.
+func appendBatchAnswer(b []byte, res []store.Published) []byte {
+	b = append(b, `{"jobs":[`...)
+	for i, p := range res {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendJSONString(b, p.ID)
+		b = append(b, `,"status":`...)
+		b = appendJSONString(b, string(p.Status))
+		b = append(b, `,"createdAt":"`...)
+		b = wiretime.Append(b, p.CreatedAt)
+		b = append(b, `","duplicate":`...)
+		b = strconv.AppendBool(b, p.Duplicate)
+		b = append(b, '}')
+	}
+	return append(b, "]}\n"...)
+}
+
+// appendJSONString appends s as a JSON string: as it is when it holds only
+// characters that need no escaping (the common case here), else through
+// encoding/json with HTML escaping off, as writeJSON does.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s) // a string always encodes
+			return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // newJob validates one job's members (payload, idempotencyKey, delay). The
