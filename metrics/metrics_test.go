@@ -361,3 +361,16 @@ func TestConcurrentUse(t *testing.T) {
 		simpleqd_jobs_published_total{queue="q"} 1600
 	`, "simpleqd_deliveries_total", "simpleqd_jobs_published_total")
 }
+
+// BenchmarkPublishedAndSettled is the metrics work of one publish and one
+// delivery, the two calls on the hot paths.
+func BenchmarkPublishedAndSettled(b *testing.B) {
+	m := metrics.New(metrics.Options{})
+	m.InitQueues([]string{"q0"})
+	o := store.Outcome{ID: "j", Kind: store.OutcomeOK, StatusCode: 200}
+	s := store.Settled{Word: "COMPLETED"}
+	for b.Loop() {
+		m.Published("q0", 1)
+		m.Settled("q0", o, s, time.Millisecond)
+	}
+}
