@@ -85,7 +85,6 @@ type DaemonConfig struct {
 func StartDaemon(t testing.TB, c DaemonConfig) *Daemon {
 	t.Helper()
 	dir := t.TempDir()
-	port := redistest.FreePort(t)
 	if c.LogLevel == "" {
 		c.LogLevel = "debug"
 	}
@@ -93,12 +92,20 @@ func StartDaemon(t testing.TB, c DaemonConfig) *Daemon {
 	if len(c.RedisAddrs) > 0 {
 		redisYAML = fmt.Sprintf("addrs: [%s]", strings.Join(c.RedisAddrs, ", "))
 	}
-	cfg := fmt.Sprintf("redis:\n  %s\nhttp:\n  listen: 127.0.0.1:%d\nlog:\n  level: %s\n%s\n", redisYAML, port, c.LogLevel, c.YAML)
 	path := filepath.Join(dir, "simpleqd.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
-	d := &Daemon{t: t, URL: "http://127.0.0.1:" + strconv.Itoa(port), Config: path,
-		LogPath: filepath.Join(dir, "simpleqd.log"), done: make(chan struct{})}
-	d.start(c.Env)
+	d := &Daemon{t: t, Config: path, LogPath: filepath.Join(dir, "simpleqd.log"), done: make(chan struct{})}
+	// A port FreePort found free can still be taken before the daemon binds
+	// it (rarely: see FreePort); then the daemon gets another one.
+	for try := 1; ; try++ {
+		port := redistest.FreePort(t)
+		cfg := fmt.Sprintf("redis:\n  %s\nhttp:\n  listen: 127.0.0.1:%d\nlog:\n  level: %s\n%s\n", redisYAML, port, c.LogLevel, c.YAML)
+		require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+		d.URL = "http://127.0.0.1:" + strconv.Itoa(port)
+		if d.start(c.Env, try < 3) {
+			break
+		}
+		t.Logf("port %d was taken before the daemon bound it; trying another", port)
+	}
 	t.Cleanup(func() {
 		d.Kill()
 		if t.Failed() {
@@ -112,7 +119,10 @@ func StartDaemon(t testing.TB, c DaemonConfig) *Daemon {
 	return d
 }
 
-func (d *Daemon) start(env []string) {
+// start runs the daemon and waits until it is ready. With retryBind, a
+// daemon that exits because its port is taken reports false instead of
+// failing the test.
+func (d *Daemon) start(env []string, retryBind bool) bool {
 	d.t.Helper()
 	logf, err := os.OpenFile(d.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	require.NoError(d.t, err)
@@ -144,13 +154,18 @@ func (d *Daemon) start(env []string) {
 	select {
 	case <-d.done:
 		b, _ := os.ReadFile(d.LogPath)
+		if retryBind && bytes.Contains(b, []byte("address already in use")) {
+			_ = os.Remove(d.LogPath)
+			return false
+		}
 		d.t.Fatalf("daemon exited at start: %v\n%s", d.exit, b)
 	default:
 	}
+	return true
 }
 
 // Restart starts the same daemon again after Kill or Stop.
-func (d *Daemon) Restart() { d.t.Helper(); d.start(nil) }
+func (d *Daemon) Restart() { d.t.Helper(); d.start(nil, false) }
 
 // Signal sends sig to the daemon process.
 func (d *Daemon) Signal(sig syscall.Signal) {

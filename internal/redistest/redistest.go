@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -28,16 +29,32 @@ type Server struct {
 	args []string
 }
 
-// FreePort asks the kernel for a free loopback TCP port.
+// FreePort returns a loopback TCP port that was free a moment ago, for a
+// process the test starts next. It is picked at random below the kernel's
+// ephemeral range (32768 and up on Linux): a port from that range, as
+// listening on :0 gives, can be taken again in between by any test's
+// httptest server or outgoing connection, which under parallel tests made a
+// daemon fail to bind and another test's webhook receive its readiness
+// probes. Below that range only another FreePort caller can collide, and
+// only by drawing the same port at the same moment.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	for range 100 {
+		port := freePortLow + rand.IntN(freePortHigh-freePortLow)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // in use
+		}
+		_ = l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("free port: no free port in [%d, %d) after 100 tries", freePortLow, freePortHigh)
+	return 0
 }
+
+// The range FreePort draws from: above the well-known and most registered
+// service ports, below Linux' default ephemeral range.
+const freePortLow, freePortHigh = 20000, 32000
 
 // Binary returns the redis-server path, skipping the test when it is missing
 // outside CI (CI installs it; see .ci/run) and failing it inside CI.
