@@ -56,7 +56,7 @@ local K_LEASES = KEYS[11]
 -- (value ""), present from a queue's first claim on. Redis stores a sorted
 -- set or hash of up to 128 entries of up to 64 bytes as a listpack, where
 -- every ZADD, ZREM, HGET and HDEL scans the whole list: with 50 jobs in
--- flight that cost ~5 µs of Redis time per delivered job, and more as
+-- flight that cost ~3 µs of Redis time per delivered job, and more as
 -- concurrency grows. An entry longer than 64 bytes makes Redis store the key
 -- as a skiplist or hash table (O(1) and O(log n) per entry), and the
 -- placeholder keeps the key from being deleted and re-created as a listpack

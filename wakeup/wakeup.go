@@ -18,6 +18,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,6 +35,9 @@ type Bus struct {
 	mu      sync.Mutex
 	pending map[string]bool // queue -> a state signal is among those pending
 	kick    chan struct{}
+	// listening is whether this daemon's own subscription is up, so that
+	// sendLoop knows whether a PUBLISH's receiver count includes it.
+	listening atomic.Bool
 }
 
 // New returns a Bus on channel; local is called for every wake-up, including
@@ -81,6 +85,7 @@ func (b *Bus) Run(ctx context.Context, onReconnect func()) error {
 			continue
 		}
 		delay = 100 * time.Millisecond
+		b.listening.Store(true)
 		if onReconnect != nil {
 			onReconnect()
 		}
@@ -101,6 +106,7 @@ func (b *Bus) Run(ctx context.Context, onReconnect func()) error {
 				}
 			}
 		}
+		b.listening.Store(false)
 		_ = ps.Close()
 	}
 	return nil
@@ -150,10 +156,14 @@ func (b *Bus) sendLoop(ctx context.Context) {
 				}
 			} else {
 				// PUBLISH answers how many subscribers received it; one
-				// is this daemon's own subscription.
+				// is this daemon's own subscription, when it is up.
+				own := int64(0)
+				if b.listening.Load() {
+					own = 1
+				}
 				alone := true
 				for _, c := range sent {
-					alone = alone && c.Val() <= 1
+					alone = alone && c.Val() <= own
 				}
 				quietUntil = time.Time{}
 				if alone && !cluster {
