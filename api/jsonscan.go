@@ -11,9 +11,8 @@ import (
 // already accepted. A body is checked once as a whole; these functions then
 // only find the extent of each member without decoding or copying values,
 // which on the batch endpoint (a thousand jobs per body) costs a fraction of
-// a json.Decoder walk. They
-// return an error rather than panic on anything unexpected, so a caller that
-// skipped validation gets a 400, never a crash.
+// a json.Decoder walk. They return an error rather than panic on anything
+// unexpected, so a caller that skipped validation gets a 400, never a crash.
 
 var errScan = errors.New("malformed JSON")
 
