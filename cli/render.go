@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/simpleq/simpleqd/client"
+	"github.com/simpleq/simpleqd/internal/wiretime"
 )
 
 // payloadPreview bounds how much of a payload "job" prints; --json shows all.
@@ -19,16 +20,13 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 }
 
-// wireTime is the API's time format; tables print times exactly as the API
-// sends them.
-const wireTime = "2006-01-02T15:04:05.000Z"
-
-// stamp renders t in the wire format; "-" for an absent time.
+// stamp renders t in the API's time format, so tables print times exactly as
+// the API sends them; "-" for an absent time.
 func stamp(t *time.Time) string {
 	if t == nil {
 		return "-"
 	}
-	return t.UTC().Format(wireTime)
+	return wiretime.Format(*t)
 }
 
 // dash shows an absent value.
