@@ -710,7 +710,13 @@ func startRedis(ctx context.Context, work, name string, cluster bool) (*redisPro
 	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
 		"--appendonly", "no", "--protected-mode", "no"}
 	if cluster {
-		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+		// The bus port is the client port + 10000 unless set, which can be
+		// past 65535 for a port from the ephemeral range.
+		bus, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", strconv.Itoa(bus))
 	}
 	cmd := exec.Command("redis-server", args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

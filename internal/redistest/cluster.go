@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +37,11 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 	}
 	c := &Cluster{}
 	for i := 0; i < masters; i++ {
+		// The cluster bus gets its own port: by default it is the client
+		// port + 10000, which lands in the kernel's ephemeral range, where
+		// any test's connection may hold it (see FreePort).
 		c.Nodes = append(c.Nodes, Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000"))
+			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(FreePort(t))))
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
