@@ -35,14 +35,24 @@ type errorBody struct {
 // escaping is off so strings (and stored payloads) are emitted as they are.
 // It reports whether v could be encoded; if not, nothing was written.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
+	body, err := encodeJSON(v)
+	if err != nil {
+		return err
+	}
+	writeEncoded(w, status, body)
+	return nil
+}
+
+// encodeJSON is the API's one JSON encoding: HTML escaping off, a trailing
+// newline.
+func encodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return err
+		return nil, err
 	}
-	writeEncoded(w, status, buf.Bytes())
-	return nil
+	return buf.Bytes(), nil
 }
 
 // Header values shared by every JSON answer (never modified once set).

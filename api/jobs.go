@@ -185,15 +185,12 @@ func appendBatchAnswer(b []byte, res []store.Published) []byte {
 
 // appendJSONString appends s as a JSON string: as it is when it holds only
 // characters that need no escaping (the common case here), else through
-// encoding/json with HTML escaping off, as writeJSON does.
+// encodeJSON, as writeJSON does.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			_ = enc.Encode(s) // a string always encodes
-			return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+			enc, _ := encodeJSON(s) // a string always encodes
+			return append(b, bytes.TrimSuffix(enc, []byte("\n"))...)
 		}
 	}
 	b = append(b, '"')

@@ -6,14 +6,10 @@ import (
 	"encoding/hex"
 	"hash"
 	"strconv"
-	"time"
 
 	"github.com/simpleq/simpleqd/internal/wiretime"
 	"github.com/simpleq/simpleqd/store"
 )
-
-// TimeFormat is the wire format of every time: ISO-8601 UTC with milliseconds.
-const TimeFormat = wiretime.Layout
 
 // Envelope builds the delivery body byte for byte as api.md specifies. The
 // payload is spliced in raw — never decoded and re-encoded — so key order and
@@ -62,6 +58,3 @@ func signWith(m hash.Hash, body []byte) string {
 func Verify(secret string, body []byte, signature string) bool {
 	return hmac.Equal([]byte(Sign(secret, body)), []byte(signature))
 }
-
-// FormatTime renders t in the wire format.
-func FormatTime(t time.Time) string { return wiretime.Format(t) }
