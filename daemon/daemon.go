@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -280,9 +281,23 @@ func (d *Daemon) handler() http.Handler {
 	// The web console's static files need no key either: they hold no data,
 	// and the page calls the API with the operator's key (see package console).
 	console.Mount(mux)
-	mux.Handle("/", srv.Handler())
-	return mux
+	apiHandler := srv.Handler()
+	mux.Handle("/", apiHandler)
+	// Clean API paths skip this mux: its routing (a path clean and a pattern
+	// match) was 4% of the daemon's CPU per single publish. A path with dot
+	// or empty segments still goes through it, to be redirected to its clean
+	// form before the API's key check, which may not be the API's path.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; strings.HasPrefix(p, apiPrefix) && !strings.Contains(p, "/.") && !strings.Contains(p, "//") {
+			apiHandler.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
+
+// apiPrefix starts every API path (api.md); nothing else is mounted under it.
+const apiPrefix = "/v1/"
 
 // queueStatuses reads every configured queue's status for the metrics
 // gauges at scrape time. Queues that cannot be read are left out and

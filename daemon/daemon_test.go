@@ -211,3 +211,55 @@ func TestAdminWiring(t *testing.T) {
 		return strings.Contains(scrape(t, base), `simpleqd_deliveries_total{outcome="success",queue="emails"} 3`)
 	}, 10*time.Second, 20*time.Millisecond)
 }
+
+// TestRouting checks the listener's split: API paths go straight to the API's
+// handler, everything else through the mux of /metrics and the console, and
+// an unclean path is still redirected to its clean form whichever side it
+// starts on.
+func TestRouting(t *testing.T) {
+	t.Parallel()
+	base := startDaemon(t, "http://127.0.0.1:1/hook", 3)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string, withKey bool) (int, http.Header, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		require.NoError(t, err)
+		if withKey {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := noRedirect.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+
+	code, h, body := get("/metrics", false)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, h.Get("Content-Type"), "text/plain")
+	require.Contains(t, body, "simpleqd_queue_status_up")
+
+	code, h, _ = get("/console/", false)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, h.Get("Content-Type"), "text/html")
+
+	code, _, _ = get("/healthz", false)
+	require.Equal(t, http.StatusOK, code)
+
+	code, h, body = get("/v1/nope", true)
+	require.Equal(t, http.StatusNotFound, code)
+	require.Equal(t, "application/json", h.Get("Content-Type"))
+	require.JSONEq(t, `{"error":"Not found"}`, body)
+
+	code, _, body = get("/v1/queues", false)
+	require.Equal(t, http.StatusUnauthorized, code, "API paths keep the API's key check: %s", body)
+
+	code, h, _ = get("/v1/../metrics", false)
+	require.Contains(t, []int{http.StatusMovedPermanently, http.StatusTemporaryRedirect}, code)
+	require.Equal(t, "/metrics", h.Get("Location"))
+
+	code, h, _ = get("/console/../v1/nope", false)
+	require.Contains(t, []int{http.StatusMovedPermanently, http.StatusTemporaryRedirect}, code)
+	require.Equal(t, "/v1/nope", h.Get("Location"))
+}
