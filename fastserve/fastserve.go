@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,6 +79,10 @@ type Server struct {
 	limits   Limits
 	log      *zap.Logger
 	stopping atomic.Bool
+	// template is an empty request carrying base: every request is a copy
+	// of it, which sets the context without WithContext's second copy.
+	template *http.Request
+	writers  sync.Pool // of *responseWriter
 }
 
 // New returns a Server for h with the given limits; log receives connection
@@ -85,6 +90,8 @@ type Server struct {
 func New(h http.Handler, limits Limits, log *zap.Logger) *Server {
 	base, cancel := context.WithCancel(context.Background())
 	s := &Server{base: base, cancel: cancel, limits: limits, log: log}
+	s.template = new(http.Request).WithContext(base)
+	s.writers.New = func() any { return &responseWriter{header: make(http.Header, 4)} }
 	s.srv = &fasthttp.Server{
 		Handler:                      func(ctx *fasthttp.RequestCtx) { s.serve(ctx, h) },
 		ErrorHandler:                 writeRefusal,
@@ -173,10 +180,23 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, h http.Handler) {
 		writeError(ctx, http.StatusBadRequest, msgMalformed)
 		return
 	}
-	w := &responseWriter{ctx: ctx, header: make(http.Header, 4)}
+	w := s.writers.Get().(*responseWriter)
+	w.ctx = ctx
 	defer s.recoverPanic(ctx, r)
 	h.ServeHTTP(w, r)
 	w.finish()
+	s.release(w)
+}
+
+// release returns w to the pool with an empty header that keeps its
+// storage: the API sets three headers on every answer, and a fresh map grew
+// for them on each request. A handler may not keep its ResponseWriter after
+// returning (net/http's rule), so nothing else refers to w. A panicking
+// handler's writer is not reused.
+func (s *Server) release(w *responseWriter) {
+	clear(w.header)
+	w.ctx, w.status = nil, 0
+	s.writers.Put(w)
 }
 
 // recoverPanic keeps a handler's panic to its own request, as net/http's
@@ -207,18 +227,16 @@ func (s *Server) request(ctx *fasthttp.RequestCtx) (*http.Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("request URI %q: %w", uri, err)
 	}
-	r := &http.Request{
-		Method:     method(ctx.Method()),
-		URL:        u,
-		Proto:      "HTTP/1.1",
-		ProtoMajor: 1,
-		ProtoMinor: 1,
-		Header:     make(http.Header, ctx.Request.Header.Len()),
-		Host:       string(ctx.Host()),
-		RemoteAddr: ctx.RemoteAddr().String(),
-		RequestURI: uri,
-		TLS:        ctx.TLSConnectionState(),
-	}
+	r := new(http.Request)
+	*r = *s.template // the context only: every other field is set below
+	r.Method = method(ctx.Method())
+	r.URL = u
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, 1
+	r.Header = make(http.Header, ctx.Request.Header.Len())
+	r.Host = string(ctx.Host())
+	r.RemoteAddr = ctx.RemoteAddr().String()
+	r.RequestURI = uri
+	r.TLS = ctx.TLSConnectionState()
 	if ctx.Request.Header.IsHTTP11() {
 		r.Close = ctx.Request.Header.ConnectionClose()
 	} else {
@@ -248,7 +266,7 @@ func (s *Server) request(ctx *fasthttp.RequestCtx) (*http.Request, error) {
 	} else {
 		r.Body = http.NoBody
 	}
-	return r.WithContext(s.base), nil
+	return r, nil
 }
 
 // Frequent strings, shared instead of allocated per request. Read-only.
