@@ -165,7 +165,7 @@ func run(ctx context.Context, o options) error {
 	pubCPU := &cpuSplit{redis: []int{rs.cmd.Process.Pid}, daemons: []int{d.cmd.Process.Pid}}
 	published := 0
 	for range o.warmup {
-		if err := leanPublishMany(ctx, d.url, "q0", o.publishN, 50, body); err != nil {
+		if err := epollPublishMany(ctx, d.url, "q0", o.publishN, 50, body); err != nil {
 			return err
 		}
 		published += o.publishN
@@ -177,7 +177,7 @@ func run(ctx context.Context, o options) error {
 	var pubRates []float64
 	for range max(o.runs, 1) {
 		start := time.Now()
-		if err := leanPublishMany(ctx, d.url, "q0", o.publishN, 50, body); err != nil {
+		if err := epollPublishMany(ctx, d.url, "q0", o.publishN, 50, body); err != nil {
 			return err
 		}
 		pubRates = append(pubRates, float64(o.publishN)/time.Since(start).Seconds())
@@ -192,6 +192,14 @@ func run(ctx context.Context, o options) error {
 	published += o.publishN * len(pubRates)
 	pubCPU.start()
 	start := time.Now()
+	if err := leanPublishMany(ctx, d.url, "q0", o.publishN, 50, body); err != nil {
+		return err
+	}
+	published += o.publishN
+	add("  the same with a goroutine per client connection", fmt.Sprintf("%.0f jobs/s", float64(o.publishN)/time.Since(start).Seconds()), "")
+	add("  CPU per single publish: Redis / daemon / client", pubCPU.perJob(o.publishN), "")
+	pubCPU.start()
+	start = time.Now()
 	if err := api.publishMany(ctx, "q0", o.publishN/2, 50, body); err != nil {
 		return err
 	}
@@ -248,7 +256,8 @@ func run(ctx context.Context, o options) error {
 		pprofAddr = "127.0.0.1:" + strconv.Itoa(port)
 		os.Setenv("SIMPLEQD_PPROF_LISTEN", pprofAddr)
 	}
-	d, err = startDaemon(ctx, bin, work, "d1b", []string{rs.addr}, nil, hook.url, o.concurrency, 1, [2]string{"qnet", hook.netURL})
+	d, err = startDaemon(ctx, bin, work, "d1b", []string{rs.addr}, nil, hook.url, o.concurrency, 1,
+		[2]string{"qgo", hook.goURL}, [2]string{"qnet", hook.netURL})
 	os.Unsetenv("SIMPLEQD_PPROF_LISTEN")
 	if err != nil {
 		return err
@@ -289,6 +298,12 @@ func run(ctx context.Context, o options) error {
 	add("Redis commands per delivered job (incl. inside scripts)", fmt.Sprintf("%.1f", cmds), "≤ 12")
 	add("Redis script time per delivered job (publish..settle)", fmt.Sprintf("%.0f µs", usec), "")
 	add("CPU per delivered job: Redis / daemon / webhook", cpu.result, "")
+	rate, _, _, _, err = deliveryRunUsec(ctx, api, rs, hook, "qgo", o.n, payload, cpu)
+	if err != nil {
+		return err
+	}
+	add("  the same with a goroutine per webhook connection", fmt.Sprintf("%.0f /s", rate), "")
+	add("  CPU per delivered job: Redis / daemon / webhook", cpu.result, "")
 	rate, _, _, _, err = deliveryRunUsec(ctx, api, rs, hook, "qnet", o.n, payload, cpu)
 	if err != nil {
 		return err
@@ -438,7 +453,7 @@ func deliveryRunUsec(ctx context.Context, api *apiClient, rs *redisProc, hook *n
 	if err := api.publishBatches(ctx, queue, n, 1000, 2, payload); err != nil {
 		return 0, 0, 0, 0, err
 	}
-	base := hook.count.Load()
+	base := hook.delivered()
 	start := time.Now()
 	if cpu != nil {
 		cpu.start()
@@ -447,9 +462,9 @@ func deliveryRunUsec(ctx context.Context, api *apiClient, rs *redisProc, hook *n
 		return 0, 0, 0, 0, err
 	}
 	deadline := time.Now().Add(3 * time.Minute)
-	for hook.count.Load()-base < int64(n) {
+	for hook.delivered()-base < int64(n) {
 		if time.Now().After(deadline) {
-			return 0, 0, 0, 0, fmt.Errorf("only %d of %d delivered in 3 minutes", hook.count.Load()-base, n)
+			return 0, 0, 0, 0, fmt.Errorf("only %d of %d delivered in 3 minutes", hook.delivered()-base, n)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -663,7 +678,7 @@ func clusterRun(ctx context.Context, bin, work string, hook *noopWebhook, o opti
 			return 0, err
 		}
 	}
-	base := hook.count.Load()
+	base := hook.delivered()
 	start := time.Now()
 	for i := 0; i < queues; i++ {
 		if err := api.post(ctx, fmt.Sprintf("/v1/queues/q%d/resume", i), `{}`); err != nil {
@@ -672,9 +687,9 @@ func clusterRun(ctx context.Context, bin, work string, hook *noopWebhook, o opti
 	}
 	total := int64(per * queues)
 	deadline := time.Now().Add(3 * time.Minute)
-	for hook.count.Load()-base < total {
+	for hook.delivered()-base < total {
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("only %d of %d delivered", hook.count.Load()-base, total)
+			return 0, fmt.Errorf("only %d of %d delivered", hook.delivered()-base, total)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -1022,28 +1037,37 @@ func serveLoopback(h http.HandlerFunc) (string, *http.Server) {
 // Both count into one counter and feed one latency tracker.
 type noopWebhook struct {
 	url    string
+	goURL  string
 	netURL string
 	srv    *http.Server
+	loop   *epollWebhook
 	lean   *leanWebhook
-	count  *atomic.Int64
+	// netCount counts the net/http server's deliveries.
+	netCount atomic.Int64
 	*latencyTracker
 }
 
 func newNoopWebhook() *noopWebhook {
 	lat := newLatencyTracker()
 	h := &noopWebhook{latencyTracker: lat}
+	h.loop = newEpollWebhook(lat)
+	h.url = h.loop.url
 	h.lean = newLeanWebhook(lat)
-	h.count = &h.lean.count
-	h.url = h.lean.url
+	h.goURL = h.lean.url
 	h.netURL, h.srv = serveLoopback(h.serve)
 	return h
 }
 
-func (h *noopWebhook) close() { _ = h.srv.Close(); h.lean.close() }
+func (h *noopWebhook) close() { _ = h.srv.Close(); h.lean.close(); h.loop.close() }
+
+// delivered counts the deliveries all three endpoints received.
+func (h *noopWebhook) delivered() int64 {
+	return h.loop.count.Load() + h.lean.count.Load() + h.netCount.Load()
+}
 
 func (h *noopWebhook) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	h.count.Add(1)
+	h.netCount.Add(1)
 	h.observe(body)
 	w.WriteHeader(200)
 }
@@ -1158,15 +1182,15 @@ func (c *cpuSplit) perJob(n int) string {
 // that delivers meanwhile, and returns deliveries per second from the first
 // publish to the last delivery.
 func pipelineRun(ctx context.Context, base string, hook *noopWebhook, queue string, n int, body []byte) (float64, error) {
-	baseCount := hook.count.Load()
+	baseCount := hook.delivered()
 	start := time.Now()
-	if err := leanPublishMany(ctx, base, queue, n, 50, body); err != nil {
+	if err := epollPublishMany(ctx, base, queue, n, 50, body); err != nil {
 		return 0, err
 	}
 	deadline := time.Now().Add(3 * time.Minute)
-	for hook.count.Load()-baseCount < int64(n) {
+	for hook.delivered()-baseCount < int64(n) {
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("pipeline: only %d of %d delivered in 3 minutes", hook.count.Load()-baseCount, n)
+			return 0, fmt.Errorf("pipeline: only %d of %d delivered in 3 minutes", hook.delivered()-baseCount, n)
 		}
 		time.Sleep(time.Millisecond)
 	}
