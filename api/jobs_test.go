@@ -575,3 +575,21 @@ func BenchmarkPublishBatchHandler(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000)/1000, "µs/job")
 }
+
+// BenchmarkPublishHandler is the daemon's own work for one single-job
+// publish through the API's middleware, without HTTP or Redis: key check,
+// reading and validating the body, building the job, formatting the answer.
+func BenchmarkPublishHandler(b *testing.B) {
+	h := newHarness(b)
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	h.backend.publishFn = func(_ config.Queue, jobs []store.NewJob) ([]store.Published, error) {
+		return []store.Published{{ID: "job_01KB1234567890ABCDEFGHJKMN_emails", Status: store.StatusPending, CreatedAt: at}}, nil
+	}
+	body := `{"payload":{"data":"` + strings.Repeat("x", 180) + `"}}`
+	b.ReportAllocs()
+	for b.Loop() {
+		if w := h.post(b, "/v1/queues/emails/jobs", body); w.Code != http.StatusCreated {
+			b.Fatal(w.Code, w.Body.String())
+		}
+	}
+}
