@@ -98,9 +98,21 @@ func (c *epollConn) fill() (bool, error) {
 	return true, nil
 }
 
-// consume drops the first n parsed bytes, keeping the rest at the front.
-func (c *epollConn) consume(n int) {
-	c.in = c.in[:copy(c.in, c.in[n:])]
+// eachMessage hands every complete message in c's input to handle, in
+// order, and drops it from the input afterwards (first and body point into
+// the input, so handle must not keep them). It stops at handle's first error
+// or a malformed message.
+func (c *epollConn) eachMessage(handle func(first, body []byte) error) error {
+	for {
+		first, body, rest, ok, err := nextMessage(c.in)
+		if err != nil || !ok {
+			return err
+		}
+		if err := handle(first, body); err != nil {
+			return err
+		}
+		c.in = c.in[:copy(c.in, rest)]
+	}
 }
 
 // writeAll writes b to a non-blocking socket. One request or a few answers
@@ -216,18 +228,10 @@ func epollPublishMany(ctx context.Context, base, queue string, n, clients int, b
 			if _, err := c.fill(); err != nil {
 				return fmt.Errorf("publish connection: %w", err)
 			}
-			for {
-				first, answer, rest, ok, err := nextMessage(c.in)
-				if err != nil {
-					return err
-				}
-				if !ok {
-					break
-				}
+			err := c.eachMessage(func(first, answer []byte) error {
 				if !bytes.HasPrefix(first, []byte("HTTP/1.1 201")) {
 					return fmt.Errorf("publish: %s %s", bytes.TrimSpace(first), answer)
 				}
-				c.consume(len(c.in) - len(rest))
 				done++
 				if sent < n {
 					if err := writeAll(c.fd, req); err != nil {
@@ -235,6 +239,10 @@ func epollPublishMany(ctx context.Context, base, queue string, n, clients int, b
 					}
 					sent++
 				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 		}
 	}
@@ -345,18 +353,14 @@ func (h *epollWebhook) accept(conns map[int32]*epollConn) {
 // answer answers every complete request in c's input with one write.
 func (h *epollWebhook) answer(c *epollConn) error {
 	c.out = c.out[:0]
-	for {
-		_, body, rest, ok, err := nextMessage(c.in)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	err := c.eachMessage(func(_, body []byte) error {
 		h.count.Add(1)
 		h.lat.observe(body)
 		c.out = append(c.out, okResponse...)
-		c.consume(len(c.in) - len(rest))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(c.out) == 0 {
 		return nil
