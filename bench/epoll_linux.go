@@ -73,13 +73,13 @@ func nextMessage(buf []byte) (first, body, rest []byte, ok bool, err error) {
 // epollConn is one socket with its unparsed input.
 type epollConn struct {
 	fd  int
-	in  []byte // input read and not yet parsed: in[:n]
+	in  []byte // bytes read and not yet parsed
 	out []byte // answers of one read, written at once
 }
 
-// fill reads what the socket holds into c.in, growing it when full. It
-// returns false on EAGAIN (nothing there) and an error when the peer closed.
-func (c *epollConn) fill() (bool, error) {
+// fill reads what the socket holds into c.in, growing it when full. Nothing
+// there yet (EAGAIN) is not an error; the peer closing is.
+func (c *epollConn) fill() error {
 	if len(c.in) == cap(c.in) {
 		grown := make([]byte, len(c.in), 2*cap(c.in))
 		copy(grown, c.in)
@@ -88,14 +88,14 @@ func (c *epollConn) fill() (bool, error) {
 	n, err := syscall.Read(c.fd, c.in[len(c.in):cap(c.in)])
 	switch {
 	case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR):
-		return false, nil
+		return nil
 	case err != nil:
-		return false, err
+		return err
 	case n == 0:
-		return false, errors.New("connection closed by peer")
+		return errors.New("connection closed by peer")
 	}
 	c.in = c.in[:len(c.in)+n]
-	return true, nil
+	return nil
 }
 
 // eachMessage hands every complete message in c's input to handle, in
@@ -225,7 +225,7 @@ func epollPublishMany(ctx context.Context, base, queue string, n, clients int, b
 		}
 		for _, ev := range events[:k] {
 			c := conns[ev.Fd]
-			if _, err := c.fill(); err != nil {
+			if err := c.fill(); err != nil {
 				return fmt.Errorf("publish connection: %w", err)
 			}
 			err := c.eachMessage(func(first, answer []byte) error {
@@ -323,7 +323,7 @@ func (h *epollWebhook) loop() {
 			if c == nil {
 				continue
 			}
-			if _, err := c.fill(); err != nil {
+			if err := c.fill(); err != nil {
 				drop(c)
 				continue
 			}
