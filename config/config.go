@@ -415,10 +415,20 @@ func (l *loader) decodeSection(path, rawPath string, schema []node, raw map[stri
 // suggest returns the schema key closest to a misspelt key, or "" when none
 // is close enough to be a plausible typo.
 func suggest(key string, schema []node) string {
+	names := make([]string, len(schema))
+	for i, n := range schema {
+		names[i] = n.name
+	}
+	return nearestName(key, names)
+}
+
+// nearestName returns the name in names closest to name, ignoring case, or
+// "" when none is close enough to be a plausible typo.
+func nearestName(name string, names []string) string {
 	best, bestDist := "", 3
-	for _, n := range schema {
-		if d := editDistance(strings.ToLower(key), strings.ToLower(n.name)); d < bestDist {
-			best, bestDist = n.name, d
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(n)); d < bestDist {
+			best, bestDist = n, d
 		}
 	}
 	return best

@@ -48,6 +48,18 @@ queues:
 	}
 }
 
+// check warns of variables that look like settings but are not read, and
+// still passes: the configuration itself is valid.
+func TestCheckWarnsOfStrayVariables(t *testing.T) {
+	t.Setenv("SIMPLEQ_REDIS_ADRR", "127.0.0.1:6380")
+	t.Setenv("SIMPLEQD_DEFAULTS_MAXATTEMPTS", "3")
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"check"}, &out, &errb))
+	require.Contains(t, errb.String(), "warning: SIMPLEQ_REDIS_ADRR is set but not read: no setting has this name (did you mean SIMPLEQ_REDIS_ADDR?)")
+	require.Contains(t, errb.String(), "warning: SIMPLEQD_DEFAULTS_MAXATTEMPTS is set but not read: settings' variables start with SIMPLEQ_ (did you mean SIMPLEQ_DEFAULTS_MAXATTEMPTS?)")
+	require.Contains(t, out.String(), "maxAttempts: 5", "neither variable changed the configuration")
+}
+
 func TestCheckNamesEveryBadKey(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bad.yaml")
 	require.NoError(t, writeFile(path, "defaults:\n  concurency: 3\nqueues:\n  emails:\n    webhookUrl: ftp://x\n    signingSecret: s\n"))

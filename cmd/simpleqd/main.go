@@ -72,6 +72,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
+		for _, v := range strayEnv(cfg) {
+			fmt.Fprintf(stderr, "warning: %s is set but not read: %s\n", v.Name, v.Why)
+		}
 		fmt.Fprint(stdout, cfg.Redacted())
 		return 0
 	case "version":
@@ -112,7 +115,10 @@ func serve(path string, stderr io.Writer) int {
 	}
 	defer func() { _ = log.Sync() }()
 
-	if addr := os.Getenv("SIMPLEQD_PPROF_LISTEN"); addr != "" {
+	for _, v := range strayEnv(cfg) {
+		log.Warn("environment variable set but not read", zap.String("variable", v.Name), zap.String("why", v.Why))
+	}
+	if addr := os.Getenv(pprofEnv); addr != "" {
 		startPprof(addr, log)
 	}
 	d, err := daemon.New(cfg, log)
@@ -171,4 +177,12 @@ func newLogger(c config.Log) (*zap.Logger, error) {
 		return nil, fmt.Errorf("build logger: %w", err)
 	}
 	return l, nil
+}
+
+// strayEnv lists variables in this process's environment that look like
+// settings but that the configuration does not read (a typo would otherwise
+// go unnoticed). The CLI's variables and the profiler switch are read
+// elsewhere, so they are not stray.
+func strayEnv(cfg *config.Config) []config.StrayVariable {
+	return config.StrayEnv(cfg, os.Environ(), cli.EnvURL, cli.EnvAPIKey, pprofEnv)
 }

@@ -7,6 +7,10 @@ import (
 	"go.uber.org/zap"
 )
 
+// pprofEnv names the variable that turns the profiler listener on; it is
+// the daemon's own switch, not a setting.
+const pprofEnv = "SIMPLEQD_PPROF_LISTEN"
+
 // startPprof serves Go's profiler on addr when SIMPLEQD_PPROF_LISTEN is set: a
 // debugging aid for performance work (see docs/performance.md), off by
 // default and never on the API listener.
