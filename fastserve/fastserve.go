@@ -12,8 +12,9 @@
 // *http.Request and calls the handler synchronously on the connection's
 // goroutine. It is built for simpleqd's API, which answers every request
 // with one buffered body: a handler cannot stream (Flush) or take over the
-// connection (Hijack), and a request's context ends only when the server
-// shuts down, not when its client disconnects.
+// connection (Hijack), may not use its ResponseWriter after returning (as
+// net/http also requires; here writers are reused), and a request's context
+// ends only when the server shuts down, not when its client disconnects.
 package fastserve
 
 import (
