@@ -1032,9 +1032,10 @@ func serveLoopback(h http.HandlerFunc) (string, *http.Server) {
 
 // ---- webhook ----
 
-// noopWebhook is the delivery target: a lean HTTP/1.1 responder at url (the
-// headline rows) and Go's net/http server at netURL (the comparison row).
-// Both count into one counter and feed one latency tracker.
+// noopWebhook is the delivery target: the event-loop responder at url (the
+// headline rows), a goroutine per connection at goURL and Go's net/http
+// server at netURL (the comparison rows). Each counts its own deliveries
+// (delivered sums them) and all feed one latency tracker.
 type noopWebhook struct {
 	url    string
 	goURL  string
