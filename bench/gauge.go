@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"time"
+)
+
+// issueRedisRate is the speed the performance issue gives for "this kind of
+// machine": Redis answers about 85,000 simple commands/s. Its baselines
+// (asynq, BullMQ) and targets were set on a machine running at that speed.
+const issueRedisRate = 85000
+
+// gaugeKey is the one key redis-benchmark writes (SET without -r); it is
+// deleted after each gauge so that no phase counts it.
+const gaugeKey = "key:__rand_int__"
+
+// machineGauge measures how fast this machine is right now: SETs/s from
+// redis-benchmark (the tool Redis ships) with 50 clients against the bench's
+// own Redis, the median of three. This VM's speed drifts by more than half between phases of a
+// few minutes (docs/performance.md), so each table prints the gauge taken
+// just before the runs it qualifies, beside the issue's figure. It reports
+// why when redis-benchmark is missing instead of failing the run.
+func machineGauge(ctx context.Context, addr string) string {
+	var rates []float64
+	for range 3 {
+		rate, err := redisBenchmarkSET(ctx, addr)
+		if err != nil {
+			return "n/a: " + err.Error()
+		}
+		rates = append(rates, rate)
+	}
+	rate := median(rates)
+	return fmt.Sprintf("%.0f SET/s, %.0f%% of the issue's ~%s (median of 3)", rate, 100*rate/issueRedisRate, human(issueRedisRate))
+}
+
+// redisBenchmarkSET runs redis-benchmark -t set for 50,000 requests (about a
+// second) and returns its requests per second.
+func redisBenchmarkSET(ctx context.Context, addr string) (float64, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "redis-benchmark", "-h", host, "-p", port,
+		"-t", "set", "-n", "50000", "-c", "50", "--csv").Output()
+	if err != nil {
+		return 0, fmt.Errorf("redis-benchmark: %w", err)
+	}
+	if _, err := exec.CommandContext(ctx, "redis-cli", "-h", host, "-p", port, "DEL", gaugeKey).Output(); err != nil {
+		return 0, fmt.Errorf("redis-cli DEL %s: %w", gaugeKey, err)
+	}
+	return parseBenchmarkCSV(out, "SET")
+}
+
+// parseBenchmarkCSV reads the rps column of test's row from redis-benchmark's
+// --csv output.
+func parseBenchmarkCSV(out []byte, test string) (float64, error) {
+	recs, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
+	if err != nil {
+		return 0, fmt.Errorf("redis-benchmark output: %w", err)
+	}
+	if len(recs) == 0 {
+		return 0, errors.New("redis-benchmark printed nothing")
+	}
+	col := -1
+	for i, h := range recs[0] {
+		if h == "rps" {
+			col = i
+		}
+	}
+	if col < 0 {
+		return 0, errors.New("redis-benchmark output has no rps column")
+	}
+	for _, r := range recs[1:] {
+		if len(r) > col && r[0] == test {
+			return strconv.ParseFloat(r[col], 64)
+		}
+	}
+	return 0, fmt.Errorf("redis-benchmark output has no %s row", test)
+}
