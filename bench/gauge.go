@@ -27,10 +27,10 @@ const gaugeKey = "key:__rand_int__"
 // few minutes (docs/performance.md), so each table prints the gauge taken
 // just before the runs it qualifies, beside the figure. It reports
 // why when redis-benchmark is missing instead of failing the run.
-func machineGauge(ctx context.Context, addr string) string {
+func machineGauge(ctx context.Context, rs *redisProc) string {
 	var rates []float64
 	for range 3 {
-		rate, err := redisBenchmarkSET(ctx, addr)
+		rate, err := redisBenchmarkSET(ctx, rs)
 		if err != nil {
 			return "n/a: " + err.Error()
 		}
@@ -41,9 +41,9 @@ func machineGauge(ctx context.Context, addr string) string {
 }
 
 // redisBenchmarkSET runs redis-benchmark -t set for 50,000 requests (about a
-// second) and returns its requests per second.
-func redisBenchmarkSET(ctx context.Context, addr string) (float64, error) {
-	host, port, err := net.SplitHostPort(addr)
+// second) against rs and returns its requests per second.
+func redisBenchmarkSET(ctx context.Context, rs *redisProc) (float64, error) {
+	host, port, err := net.SplitHostPort(rs.addr)
 	if err != nil {
 		return 0, err
 	}
@@ -54,8 +54,8 @@ func redisBenchmarkSET(ctx context.Context, addr string) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("redis-benchmark: %w", err)
 	}
-	if _, err := exec.CommandContext(ctx, "redis-cli", "-h", host, "-p", port, "DEL", gaugeKey).Output(); err != nil {
-		return 0, fmt.Errorf("redis-cli DEL %s: %w", gaugeKey, err)
+	if err := rs.client.Del(ctx, gaugeKey).Err(); err != nil {
+		return 0, fmt.Errorf("delete %s: %w", gaugeKey, err)
 	}
 	return parseBenchmarkCSV(out, "SET")
 }

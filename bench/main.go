@@ -146,7 +146,7 @@ func run(ctx context.Context, o options) error {
 	if o.only == "delivery" {
 		o.publishN, o.batchN = 1000, 1000
 	}
-	add("machine speed before the publish runs (redis-benchmark, 50 clients)", machineGauge(ctx, rs.addr), "")
+	add("machine speed before the publish runs (redis-benchmark, 50 clients)", machineGauge(ctx, rs), "")
 	// HTTP publish throughput: the queue is paused so only publishing runs.
 	if err := api.post(ctx, "/v1/queues/q0/pause", `{}`); err != nil {
 		return err
@@ -272,7 +272,7 @@ func run(ctx context.Context, o options) error {
 	if pprofAddr != "" {
 		cpu.profileAddr, cpu.profilePath = pprofAddr, o.profile
 	}
-	add("machine speed before the delivery runs (redis-benchmark, 50 clients)", machineGauge(ctx, rs.addr), "")
+	add("machine speed before the delivery runs (redis-benchmark, 50 clients)", machineGauge(ctx, rs), "")
 	for range o.warmup {
 		if _, _, _, err := deliveryRun(ctx, api, rs, hook, "q0", o.n, payload); err != nil {
 			return err
