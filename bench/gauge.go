@@ -23,10 +23,11 @@ const gaugeKey = "key:__rand_int__"
 
 // machineGauge measures how fast this machine is right now: SETs/s from
 // redis-benchmark (the tool Redis ships) with 50 clients against the bench's
-// own Redis, the median of three. This VM's speed drifts by more than half between phases of a
-// few minutes (docs/performance.md), so each table prints the gauge taken
-// just before the runs it qualifies, beside the figure. It reports
-// why when redis-benchmark is missing instead of failing the run.
+// own Redis, the median of three runs. This VM's speed drifts by more than
+// half between phases a few minutes long (docs/performance.md), so each
+// table prints the gauge taken just before the runs it qualifies, beside the
+// issue's figure. When redis-benchmark is missing it says so in the row
+// instead of failing the run.
 func machineGauge(ctx context.Context, rs *redisProc) string {
 	var rates []float64
 	for range 3 {
