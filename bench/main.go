@@ -278,7 +278,8 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	rate, calls, cmds, usec, err := deliveryRunUsec(ctx, api, rs, hook, "q0", o.n, payload, cpu)
+	trips := &roundTrips{}
+	rate, calls, cmds, usec, err := deliveryRunUsec(ctx, api, rs, hook, "q0", o.n, payload, cpu, trips)
 	if err != nil {
 		return err
 	}
@@ -288,7 +289,7 @@ func run(ctx context.Context, o options) error {
 	cpu.profileAddr = ""
 	rates := []float64{rate}
 	for len(rates) < o.runs {
-		r, _, _, _, err := deliveryRunUsec(ctx, api, rs, hook, "q0", o.n, payload, nil)
+		r, _, _, _, err := deliveryRunUsec(ctx, api, rs, hook, "q0", o.n, payload, nil, trips)
 		if err != nil {
 			return err
 		}
@@ -300,13 +301,14 @@ func run(ctx context.Context, o options) error {
 	add("Redis commands per delivered job (incl. inside scripts)", fmt.Sprintf("%.1f", cmds), "≤ 12")
 	add("Redis script time per delivered job (publish..settle)", fmt.Sprintf("%.0f µs", usec), "")
 	add("CPU per delivered job: Redis / daemon / webhook", cpu.result, "")
-	rate, _, _, _, err = deliveryRunUsec(ctx, api, rs, hook, "qgo", o.n, payload, cpu)
+	add("claim/settle script round trip: daemon's view / Redis running it", trips.String(), "")
+	rate, _, _, _, err = deliveryRunUsec(ctx, api, rs, hook, "qgo", o.n, payload, cpu, nil)
 	if err != nil {
 		return err
 	}
 	add("  the same with a goroutine per webhook connection", fmt.Sprintf("%.0f /s", rate), "")
 	add("  CPU per delivered job: Redis / daemon / webhook", cpu.result, "")
-	rate, _, _, _, err = deliveryRunUsec(ctx, api, rs, hook, "qnet", o.n, payload, cpu)
+	rate, _, _, _, err = deliveryRunUsec(ctx, api, rs, hook, "qnet", o.n, payload, cpu, nil)
 	if err != nil {
 		return err
 	}
@@ -440,12 +442,13 @@ func human(n int) string {
 // command statistics, resumes, waits for all deliveries and returns the rate
 // and the script calls and commands per delivered job (publish included).
 func deliveryRun(ctx context.Context, api *apiClient, rs *redisProc, hook *noopWebhook, queue string, n int, payload string) (rate, callsPerJob, cmdsPerJob float64, err error) {
-	rate, callsPerJob, cmdsPerJob, _, err = deliveryRunUsec(ctx, api, rs, hook, queue, n, payload, nil)
+	rate, callsPerJob, cmdsPerJob, _, err = deliveryRunUsec(ctx, api, rs, hook, queue, n, payload, nil, nil)
 	return
 }
 
-// deliveryRunUsec is deliveryRun that also reports Redis script time per job.
-func deliveryRunUsec(ctx context.Context, api *apiClient, rs *redisProc, hook *noopWebhook, queue string, n int, payload string, cpu *cpuSplit) (rate, callsPerJob, cmdsPerJob, usecPerJob float64, err error) {
+// deliveryRunUsec is deliveryRun that also reports Redis script time per
+// job, and adds the run's script round trips to trips if it is not nil.
+func deliveryRunUsec(ctx context.Context, api *apiClient, rs *redisProc, hook *noopWebhook, queue string, n int, payload string, cpu *cpuSplit, trips *roundTrips) (rate, callsPerJob, cmdsPerJob, usecPerJob float64, err error) {
 	if err := api.post(ctx, "/v1/queues/"+queue+"/pause", `{}`); err != nil {
 		return 0, 0, 0, 0, err
 	}
@@ -454,6 +457,11 @@ func deliveryRunUsec(ctx context.Context, api *apiClient, rs *redisProc, hook *n
 	}
 	if err := api.publishBatches(ctx, queue, n, 1000, 2, payload); err != nil {
 		return 0, 0, 0, 0, err
+	}
+	if trips != nil {
+		if err := trips.begin(ctx, api, rs); err != nil {
+			return 0, 0, 0, 0, err
+		}
 	}
 	base := hook.delivered()
 	start := time.Now()
@@ -479,6 +487,11 @@ func deliveryRunUsec(ctx context.Context, api *apiClient, rs *redisProc, hook *n
 	calls, cmds, usec, err := rs.commandStatsUsec(ctx)
 	if err != nil {
 		return 0, 0, 0, 0, err
+	}
+	if trips != nil {
+		if err := trips.end(ctx, api, rs, n); err != nil {
+			return 0, 0, 0, 0, err
+		}
 	}
 	return rate, float64(calls) / float64(n), float64(cmds) / float64(n), float64(usec) / float64(n), nil
 }

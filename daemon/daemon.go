@@ -74,14 +74,15 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 		return nil, err
 	}
 	d.rdb, d.mini = rdb, mini
-	st, err := store.New(rdb, store.Options{Prefix: cfg.Redis.Prefix, LeaseMargin: cfg.Dispatch.LeaseMargin})
+	d.metrics = metrics.New(metrics.Options{Status: d.queueStatuses, Logger: log})
+	d.metrics.InitQueues(cfg.QueueNames())
+	st, err := store.New(rdb, store.Options{Prefix: cfg.Redis.Prefix, LeaseMargin: cfg.Dispatch.LeaseMargin,
+		OnScript: d.metrics.ScriptCall})
 	if err != nil {
 		return nil, fmt.Errorf("prepare scripts: %w", err)
 	}
 	d.store = st
 	d.ingest = ingest.New(st).WithCallTimeout(apiCallTimeout)
-	d.metrics = metrics.New(metrics.Options{Status: d.queueStatuses, Logger: log})
-	d.metrics.InitQueues(cfg.QueueNames())
 	d.events = events.New(events.DefaultCapacity)
 	d.disp = dispatch.New(dispatch.Options{
 		Store:      st,

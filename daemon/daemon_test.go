@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -116,6 +118,15 @@ func TestMetricsWiring(t *testing.T) {
 	require.Contains(t, text, `simpleqd_delivery_duration_seconds_count{queue="emails"} 2`)
 	require.Contains(t, text, `simpleqd_jobs{queue="emails",status="pending"} 0`)
 	require.Contains(t, text, `simpleqd_queue_status_up 1`)
+	// Every script call is timed: the publishes, and the settles that
+	// recorded the deliveries (the store wired to the daemon's metrics).
+	for _, script := range []string{"publish", "settle"} {
+		m := regexp.MustCompile(`(?m)^simpleqd_redis_script_duration_seconds_count\{script="` + script + `"\} (\d+)$`).FindStringSubmatch(text)
+		require.NotNil(t, m, "no timings of %s calls", script)
+		n, _ := strconv.Atoi(m[1])
+		require.GreaterOrEqual(t, n, 1, "%s calls timed", script)
+	}
+	require.Contains(t, text, `simpleqd_redis_script_errors_total{script="settle"} 0`)
 
 	// Every other path is still the API's (JSON 404 for an unknown one).
 	code, _ = call(t, http.MethodGet, base+"/v1/nope", "")

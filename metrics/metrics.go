@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/simpleq/simpleqd/dispatch"
+	"github.com/simpleq/simpleqd/lua"
 	"github.com/simpleq/simpleqd/store"
 )
 
@@ -53,6 +54,11 @@ var (
 	publishToDeliveryBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400}
 )
 
+// scriptBuckets, in seconds: a script call takes well under a millisecond on
+// a healthy Redis and is cut by the client's timeouts (a few seconds), so
+// the buckets start at 100 µs, or a healthy Redis would fill one bucket.
+var scriptBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
 // StatusFunc reads the live status of every configured queue. It is called
 // at every scrape, so it must be bounded by ctx. It may return the statuses it
 // could read together with an error for the rest.
@@ -86,6 +92,8 @@ type Metrics struct {
 	dead              *prometheus.CounterVec
 	deliveryDuration  *prometheus.HistogramVec
 	publishToDelivery *prometheus.HistogramVec
+	scriptDuration    *prometheus.HistogramVec
+	scriptErrors      *prometheus.CounterVec
 
 	// Children of the vectors above on the publish and delivery paths, by
 	// label values (see seriesCache).
@@ -93,6 +101,7 @@ type Metrics struct {
 	deliveriesBy        seriesCache[[2]string, prometheus.Counter]
 	deliveryDurationBy  seriesCache[string, prometheus.Observer]
 	publishToDeliveryBy seriesCache[string, prometheus.Observer]
+	scriptDurationBy    seriesCache[string, prometheus.Observer]
 
 	mu sync.Mutex
 	// probesOut are this daemon's probe deliveries whose result is not known
@@ -183,9 +192,27 @@ func New(opts Options) *Metrics {
 				"time spent behind holds; a replayed job counts again from its original creation).",
 			Buckets: publishToDeliveryBuckets,
 		}, []string{"queue"}),
+		// Labelled by script, not by queue: Redis' latency is the server's
+		// and the network's, and 16 buckets per queue would multiply the
+		// series of a daemon with a thousand queues.
+		scriptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "simpleqd_redis_script_duration_seconds",
+			Help: "Round trip of each Redis script call as this daemon saw it, by script (publish, claim, settle, ...): " +
+				"Redis running the script plus the network and any wait for a CPU on either side. Compare with Redis' " +
+				"INFO commandstats (usec_per_call of evalsha), which counts only the running.",
+			Buckets: scriptBuckets,
+		}, []string{"script"}),
+		scriptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "simpleqd_redis_script_errors_total",
+			Help: "Redis script calls that failed (Redis unreachable, timed out, or answered with an error), by script.",
+		}, []string{"script"}),
+	}
+	for _, name := range lua.All {
+		m.scriptDuration.WithLabelValues(name)
+		m.scriptErrors.WithLabelValues(name)
 	}
 	m.reg.MustRegister(m.published, m.deliveries, m.probes, m.holdsStarted, m.dead,
-		m.deliveryDuration, m.publishToDelivery,
+		m.deliveryDuration, m.publishToDelivery, m.scriptDuration, m.scriptErrors,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.Status != nil {
@@ -228,6 +255,17 @@ func (m *Metrics) InitQueues(names []string) {
 		m.deliveryDuration.WithLabelValues(q)
 		m.publishToDelivery.WithLabelValues(q)
 	}
+}
+
+// ScriptCall records one Redis script call: how long it took as this
+// daemon saw it, or that it failed. It is store.Options.OnScript.
+func (m *Metrics) ScriptCall(script string, took time.Duration, err error) {
+	if err != nil {
+		m.scriptErrors.WithLabelValues(script).Inc()
+		return
+	}
+	m.scriptDurationBy.get(script, func() prometheus.Observer { return m.scriptDuration.WithLabelValues(script) }).
+		Observe(took.Seconds())
 }
 
 // Published counts n new jobs stored on queue (not idempotent repeats).

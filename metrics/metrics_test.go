@@ -374,3 +374,30 @@ func BenchmarkPublishedAndSettled(b *testing.B) {
 		m.Settled("q0", o, s, time.Millisecond)
 	}
 }
+
+// Redis script timings: every script's series exists from the start, a call
+// lands in its bucket, and a failed call is counted, not timed.
+func TestScriptCalls(t *testing.T) {
+	m := newMetrics(metrics.Options{})
+	require.Equal(t, 7, testutil.CollectAndCount(m.Registry(), "simpleqd_redis_script_duration_seconds"), "one series per script")
+	require.Equal(t, 7, testutil.CollectAndCount(m.Registry(), "simpleqd_redis_script_errors_total"))
+	m.ScriptCall("settle", 400*time.Microsecond, nil)
+	m.ScriptCall("settle", 3*time.Millisecond, nil)
+	m.ScriptCall("claim", time.Second, errors.New("i/o timeout"))
+
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	text := string(b)
+	require.Contains(t, text, `simpleqd_redis_script_duration_seconds_bucket{script="settle",le="0.00025"} 0`)
+	require.Contains(t, text, `simpleqd_redis_script_duration_seconds_bucket{script="settle",le="0.0005"} 1`)
+	require.Contains(t, text, `simpleqd_redis_script_duration_seconds_bucket{script="settle",le="0.005"} 2`)
+	require.Contains(t, text, `simpleqd_redis_script_duration_seconds_count{script="settle"} 2`)
+	require.Contains(t, text, `simpleqd_redis_script_duration_seconds_count{script="claim"} 0`, "a failed call is not timed")
+	require.Contains(t, text, `simpleqd_redis_script_errors_total{script="claim"} 1`)
+	require.Contains(t, text, `simpleqd_redis_script_errors_total{script="settle"} 0`)
+}

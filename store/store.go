@@ -26,6 +26,13 @@ type Options struct {
 	// MaintenanceBatch bounds how many expired leases, lifetimes and purges one
 	// claim handles, so no script call grows with the backlog.
 	MaintenanceBatch int
+	// OnScript, when set, is told how long each script call took as this
+	// process saw it (sending, Redis running the script, the answer coming
+	// back, and waiting for a CPU on either side), and its error. It runs on
+	// the caller's goroutine after every call, so it must be cheap and safe
+	// for concurrent use. It feeds the daemon's Redis latency metrics:
+	// Redis' own INFO commandstats shows only the middle part.
+	OnScript func(script string, took time.Duration, err error)
 }
 
 // Store runs simpleqd's scripts against one Redis or Redis Cluster.
@@ -127,7 +134,18 @@ func (s *Store) params(q config.Queue, extra int) []any {
 }
 
 func (s *Store) run(ctx context.Context, name string, q config.Queue, args []any) (any, error) {
+	var began time.Time
+	if s.opts.OnScript != nil {
+		began = time.Now()
+	}
 	res, err := s.scripts[name].Run(ctx, s.rdb, s.Keys(q.Name), args...).Result()
+	if s.opts.OnScript != nil {
+		callErr := err
+		if isNil(err) {
+			callErr = nil // a script's empty answer, not a failure
+		}
+		s.opts.OnScript(name, time.Since(began), callErr)
+	}
 	if err != nil {
 		return nil, wrap(fmt.Errorf("script %s on queue %s: %w", name, q.Name, err))
 	}

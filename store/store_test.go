@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -422,4 +423,49 @@ func TestInFlightKeysKeepTheirFastEncoding(t *testing.T) {
 		require.Equal(t, "skiplist", z, "still, while idle")
 		require.Equal(t, "hashtable", h, "still, while idle")
 	}
+}
+
+// OnScript is told about every script call, by script name, with its error:
+// it is how the daemon's Redis latency metrics see the calls.
+func TestOnScriptSeesEveryCall(t *testing.T) {
+	t.Parallel()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	type call struct {
+		script string
+		took   time.Duration
+		err    error
+	}
+	var mu sync.Mutex
+	var calls []call
+	s, err := store.New(rdb, store.Options{Prefix: "t", OnScript: func(script string, took time.Duration, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, call{script, took, err})
+	}})
+	require.NoError(t, err)
+	require.NoError(t, s.Load(context.Background()))
+	q := queue("timed")
+	publish(t, s, q, `{}`)
+	_, err = s.Claim(context.Background(), q, 1)
+	require.NoError(t, err)
+	mu.Lock()
+	require.Len(t, calls, 2)
+	require.Equal(t, "publish", calls[0].script)
+	require.Equal(t, "claim", calls[1].script)
+	for _, c := range calls {
+		require.NoError(t, c.err)
+		require.Positive(t, c.took)
+	}
+	mu.Unlock()
+
+	mr.Close()
+	_, err = s.Claim(context.Background(), q, 1)
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, calls, 3)
+	require.Equal(t, "claim", calls[2].script)
+	require.Error(t, calls[2].err, "a failed call is reported as failed")
 }
