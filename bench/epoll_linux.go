@@ -99,19 +99,22 @@ func (c *epollConn) fill() error {
 }
 
 // eachMessage hands every complete message in c's input to handle, in
-// order, and drops it from the input afterwards (first and body point into
-// the input, so handle must not keep them). It stops at handle's first error
-// or a malformed message.
+// order, and drops the handled ones from the input (first and body point
+// into the input, so handle must not keep them). The unparsed rest moves to
+// the front once, not once per message. It stops at handle's first error or
+// a malformed message.
 func (c *epollConn) eachMessage(handle func(first, body []byte) error) error {
+	done := 0
+	defer func() { c.in = c.in[:copy(c.in, c.in[done:])] }()
 	for {
-		first, body, rest, ok, err := nextMessage(c.in)
+		first, body, rest, ok, err := nextMessage(c.in[done:])
 		if err != nil || !ok {
 			return err
 		}
 		if err := handle(first, body); err != nil {
 			return err
 		}
-		c.in = c.in[:copy(c.in, rest)]
+		done = len(c.in) - len(rest)
 	}
 }
 
