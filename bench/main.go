@@ -489,7 +489,7 @@ func deliveryRunUsec(ctx context.Context, api *apiClient, rs *redisProc, hook *n
 		return 0, 0, 0, 0, err
 	}
 	if trips != nil {
-		if err := trips.end(ctx, api, rs, n); err != nil {
+		if err := trips.end(ctx, api, calls, usec, n); err != nil {
 			return 0, 0, 0, 0, err
 		}
 	}

@@ -43,14 +43,12 @@ func (r *roundTrips) begin(ctx context.Context, api *apiClient, rs *redisProc) e
 	return nil
 }
 
-// end adds what happened since begin, for a run that delivered jobs. Redis'
-// counters are read before the daemon's /metrics, and in begin after it: a
-// scrape reads queue status from Redis, which must not count as a call.
-func (r *roundTrips) end(ctx context.Context, api *apiClient, rs *redisProc, jobs int) error {
-	scripts, _, usec, err := rs.commandStatsUsec(ctx)
-	if err != nil {
-		return err
-	}
+// end adds what happened since begin, for a run that delivered jobs.
+// scripts and usec are Redis' script calls and microseconds, read (by the
+// caller, for its own rows) before the daemon's /metrics is read here; begin
+// reads them after it: a scrape reads queue status from Redis, which must not
+// count as a call.
+func (r *roundTrips) end(ctx context.Context, api *apiClient, scripts, usec int64, jobs int) error {
 	sec, calls, err := api.scriptTimings(ctx)
 	if err != nil {
 		return err
