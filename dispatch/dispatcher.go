@@ -14,9 +14,9 @@ import (
 // Store is what the dispatcher needs from package store.
 type Store interface {
 	Claim(ctx context.Context, q config.Queue, max int) (store.ClaimResult, error)
-	// SettleAndClaim records outcomes and claims up to max replacements in
-	// the same script call.
-	SettleAndClaim(ctx context.Context, q config.Queue, outcomes []store.Outcome, max int) ([]store.Settled, store.ClaimResult, error)
+	// SettleAndClaim records outcomes and claims their replacements in the
+	// same script call.
+	SettleAndClaim(ctx context.Context, q config.Queue, outcomes []store.Outcome, refill store.Refill) ([]store.Settled, store.ClaimResult, error)
 }
 
 // Broadcaster tells every daemon of the fleet that a queue can deliver again
@@ -53,6 +53,14 @@ type Options struct {
 	// script calls at about 1/Linger per queue and loop. Default 300µs;
 	// negative disables it.
 	Linger time.Duration
+	// Housekeeping is the least time between two runs of a queue's Redis
+	// housekeeping (expired leases, ack timeouts, ended lifetimes, purges)
+	// by this daemon's settle calls. A saturated queue refills its slots
+	// through settle calls, hundreds a second, and each run costs Redis
+	// about 30 µs; every deadline is still handled within this much of its
+	// time. The claim loop's own claims always run it. Default 10ms;
+	// negative runs it in every settle call.
+	Housekeeping time.Duration
 }
 
 // Dispatcher runs one pump per configured queue.
@@ -80,6 +88,9 @@ func New(opts Options) *Dispatcher {
 	}
 	if opts.Linger == 0 {
 		opts.Linger = 300 * time.Microsecond
+	}
+	if opts.Housekeeping == 0 {
+		opts.Housekeeping = 10 * time.Millisecond
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()

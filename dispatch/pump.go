@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,11 @@ type pump struct {
 	// growth per delivery.
 	handoff chan delivery
 	quit    chan struct{}
+	// born and housekept time the queue's Redis housekeeping on this
+	// daemon: housekept is when a claim last ran it, as time since born
+	// (monotonic), so settle calls can leave it out for a while.
+	born      time.Time
+	housekept atomic.Int64
 }
 
 // delivery is one claimed job to deliver under its queue's settings.
@@ -55,7 +61,9 @@ type settleItem struct {
 
 func newPump(d *Dispatcher, q config.Queue) *pump {
 	p := &pump{d: d, name: q.Name, wakeCh: make(chan struct{}, 1), stopCh: make(chan struct{}),
-		settleCh: make(chan settleItem, 1024), handoff: make(chan delivery), quit: make(chan struct{})}
+		settleCh: make(chan settleItem, 1024), handoff: make(chan delivery), quit: make(chan struct{}),
+		born: time.Now()}
+	p.housekept.Store(math.MinInt64 / 2) // never: the first settle call runs it
 	p.setQueue(q)
 	return p
 }
@@ -127,6 +135,7 @@ func (p *pump) run(ctx context.Context) {
 			wait = errDelay
 			errDelay = min(errDelay*2, 5*time.Second)
 		} else {
+			p.markHousekeeping()
 			errDelay = 50 * time.Millisecond
 			p.idle.Store(res.Word == store.Paused || res.Word == store.Held)
 			p.reaped(res.Reaped, log)
@@ -236,7 +245,11 @@ func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 			refill = min(q.Concurrency-int(p.inflight.Load())+len(batch), p.d.opts.ClaimBatch)
 			refill = max(refill, 0)
 		}
-		res, claim := p.settleWithRetry(q, outs, refill, log)
+		housekeep := refill > 0 && p.housekeepingDue()
+		res, claim, ok := p.settleWithRetry(q, outs, store.Refill{Max: refill, SkipHousekeeping: !housekeep}, log)
+		if ok && housekeep {
+			p.markHousekeeping()
+		}
 		if refill > 0 {
 			p.idle.Store(claim.Word == store.Paused || claim.Word == store.Held)
 		}
@@ -324,7 +337,21 @@ func (p *pump) fetching(fetch context.Context) bool {
 	}
 }
 
-func (p *pump) settleWithRetry(q config.Queue, outs []store.Outcome, refill int, log *zap.Logger) ([]store.Settled, store.ClaimResult) {
+// housekeepingDue reports whether the queue's housekeeping should run in the
+// next settle call: none of this daemon's claims ran it for
+// Options.Housekeeping.
+func (p *pump) housekeepingDue() bool {
+	every := p.d.opts.Housekeeping
+	return every < 0 || time.Since(p.born)-time.Duration(p.housekept.Load()) >= every
+}
+
+// markHousekeeping notes that a claim of this daemon just ran the queue's
+// housekeeping.
+func (p *pump) markHousekeeping() { p.housekept.Store(int64(time.Since(p.born))) }
+
+// settleWithRetry records outs, retrying while Redis fails; ok is false when
+// it gave up.
+func (p *pump) settleWithRetry(q config.Queue, outs []store.Outcome, refill store.Refill, log *zap.Logger) (res []store.Settled, claim store.ClaimResult, ok bool) {
 	delay := 50 * time.Millisecond
 	deadline := time.Now().Add(q.Timeout + time.Minute)
 	for {
@@ -332,12 +359,12 @@ func (p *pump) settleWithRetry(q config.Queue, outs []store.Outcome, refill int,
 		res, claim, err := p.d.opts.Store.SettleAndClaim(ctx, q, outs, refill)
 		cancel()
 		if err == nil {
-			return res, claim
+			return res, claim, true
 		}
 		if time.Now().After(deadline) {
 			log.Error("giving up recording outcomes; their leases will expire and count as failures",
 				zap.Error(err), zap.Int("outcomes", len(outs)))
-			return nil, store.ClaimResult{}
+			return nil, store.ClaimResult{}, false
 		}
 		log.Warn("settle failed; retrying", zap.Error(err), zap.Duration("in", delay))
 		time.Sleep(delay)

@@ -24,7 +24,7 @@ func (s *heldStore) Claim(context.Context, config.Queue, int) (store.ClaimResult
 	return store.ClaimResult{Word: s.word, WakeIn: time.Hour}, nil
 }
 
-func (s *heldStore) SettleAndClaim(context.Context, config.Queue, []store.Outcome, int) ([]store.Settled, store.ClaimResult, error) {
+func (s *heldStore) SettleAndClaim(context.Context, config.Queue, []store.Outcome, store.Refill) ([]store.Settled, store.ClaimResult, error) {
 	return nil, store.ClaimResult{}, nil
 }
 

@@ -452,9 +452,12 @@ end
 
 -- claim_jobs is claim.lua's whole logic, shared with settle.lua (which claims
 -- replacements for the slots its outcomes freed in the same call). See
--- claim.lua's header for arguments and reply.
-local function claim_jobs(now, max, prefix)
-  local wake = maintain(now)
+-- claim.lua's header for arguments and reply. skip_housekeeping leaves out
+-- maintain (settle.lua, when its daemon ran it a moment ago): the reply's
+-- wake time then covers only what the claim itself saw.
+local function claim_jobs(now, max, prefix, skip_housekeeping)
+  local wake = nil
+  if not skip_housekeeping then wake = maintain(now) end
 
   local function earlier(t)
     if t and (wake == nil or t < wake) then wake = t end

@@ -97,3 +97,48 @@ func TestLifetimeEndsWhileHeld(t *testing.T) {
 		require.Equal(t, int64(0), st.Counts.Pending)
 	})
 }
+
+// TestSettleCanSkipHousekeeping: a settle call's claim leaves the queue's
+// housekeeping out when asked (the dispatcher runs it every few
+// milliseconds, not in each of a busy queue's hundreds of settle calls per
+// second): an expired lease stays until a call that runs it, and that call
+// reaps it as a lost delivery.
+func TestSettleCanSkipHousekeeping(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("q")
+		lost := publish(t, s, q, `{}`)
+		c, err := s.Claim(ctx, q, 1)
+		require.NoError(t, err)
+		require.Equal(t, lost, c.Jobs[0].ID)
+		b.advance(300 * time.Millisecond) // timeout 200ms + margin 50ms: the lease has expired
+
+		live := publish(t, s, q, `{}`)
+		_, c, err = s.SettleAndClaim(ctx, q, nil, store.Refill{Max: 1, SkipHousekeeping: true})
+		require.NoError(t, err)
+		require.Equal(t, store.Claimed, c.Word)
+		require.Len(t, c.Jobs, 1)
+		require.Equal(t, live, c.Jobs[0].ID, "the expired lease was not reaped, so its job is not due again")
+		require.Empty(t, c.Reaped)
+
+		res, c, err := s.SettleAndClaim(ctx, q, []store.Outcome{{ID: live, Token: c.Jobs[0].Token, Kind: store.OutcomeOK, StatusCode: 200}},
+			store.Refill{Max: 1, SkipHousekeeping: true})
+		require.NoError(t, err)
+		require.Equal(t, "COMPLETED", res[0].Word)
+		require.Equal(t, store.Empty, c.Word)
+		require.Empty(t, c.Reaped)
+		j, err := s.GetJob(ctx, q, lost)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusProcessing, j.Status)
+		require.Equal(t, 0, j.Attempts)
+
+		_, c, err = s.SettleAndClaim(ctx, q, nil, store.Refill{Max: 1})
+		require.NoError(t, err)
+		require.Len(t, c.Reaped, 1, "a settle call that runs housekeeping reaps the lost delivery")
+		require.Equal(t, store.Reaped{Kind: "lease_expired", ID: lost, Word: "RETRY", Detail: c.Reaped[0].Detail}, c.Reaped[0])
+		j, err = s.GetJob(ctx, q, lost)
+		require.NoError(t, err)
+		require.Equal(t, 1, j.Attempts, "a lost delivery spends one attempt")
+	})
+}

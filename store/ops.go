@@ -248,15 +248,29 @@ type Settled struct {
 
 // Settle records outcomes of this daemon's deliveries in one script call.
 func (s *Store) Settle(ctx context.Context, q config.Queue, outcomes []Outcome) ([]Settled, error) {
-	res, _, err := s.SettleAndClaim(ctx, q, outcomes, 0)
+	res, _, err := s.SettleAndClaim(ctx, q, outcomes, Refill{})
 	return res, err
 }
 
-// SettleAndClaim records outcomes and, in the same script call, claims up to
-// max jobs (max 0: none) for the slots those outcomes freed: a busy daemon
-// refills its slots with one call and one round trip instead of two.
-func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []Outcome, max int) ([]Settled, ClaimResult, error) {
-	args := s.params(q, 3+7*len(outcomes))
+// Refill is what a settle call claims, in the same script call, for the
+// slots its outcomes freed.
+type Refill struct {
+	// Max is the most jobs to claim; 0 claims nothing.
+	Max int
+	// SkipHousekeeping leaves out the claim's bounded housekeeping (expired
+	// leases, ack timeouts, ended lifetimes, retention purges). A busy
+	// daemon settles hundreds of times a second and housekeeping costs
+	// Redis about 30 µs per call, so the dispatcher runs it only every few
+	// milliseconds; a plain Claim always runs it.
+	SkipHousekeeping bool
+}
+
+// SettleAndClaim records outcomes and, in the same script call, claims jobs
+// for the slots those outcomes freed (see Refill): a busy daemon refills its
+// slots with one call and one round trip instead of two.
+func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []Outcome, refill Refill) ([]Settled, ClaimResult, error) {
+	max := refill.Max
+	args := s.params(q, 4+7*len(outcomes))
 	args = append(args, len(outcomes))
 	for _, o := range outcomes {
 		code := ""
@@ -267,6 +281,9 @@ func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []O
 	}
 	if max > 0 {
 		args = append(args, max, s.token())
+		if refill.SkipHousekeeping {
+			args = append(args, "0")
+		}
 	}
 	res, err := s.run(ctx, lua.Settle, q, args)
 	if err != nil {
