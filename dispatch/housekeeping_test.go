@@ -24,7 +24,6 @@ type chainStore struct {
 
 	mu      sync.Mutex
 	handed  int
-	claims  int
 	skipped []bool // per settle call that claimed: SkipHousekeeping
 }
 
@@ -40,7 +39,6 @@ func (s *chainStore) next() store.ClaimResult {
 func (s *chainStore) Claim(_ context.Context, _ config.Queue, max int) (store.ClaimResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.claims++
 	if s.handed > 0 || max == 0 {
 		return store.ClaimResult{Word: store.Empty, WakeIn: time.Hour}, nil
 	}
