@@ -48,6 +48,7 @@ type options struct {
 	quick       bool
 	keep        bool
 	skipCluster bool
+	skipCompare bool
 	profile     string
 	only        string
 	runs        int
@@ -63,9 +64,10 @@ func main() {
 	flag.IntVar(&o.claimBig, "claim-big", 1000000, "waiting jobs for the large claim-cost run")
 	flag.BoolVar(&o.quick, "quick", false, "smaller loads (smoke run)")
 	flag.BoolVar(&o.skipCluster, "skip-cluster", false, "skip the Redis Cluster row")
+	flag.BoolVar(&o.skipCompare, "skip-compare", false, "skip the asynq and BullMQ rows (they need Go modules and npm packages)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the daemon during the 1-daemon delivery run to this file")
-	flag.StringVar(&o.only, "only", "", "run only this phase: publish (single, batch, memory) | delivery (publish rows too) | latency (delivery rows too) | claim (claim cost, 1k vs 1M waiting) | backpressure")
+	flag.StringVar(&o.only, "only", "", "run only this phase: publish (single, batch, memory) | delivery (publish rows too) | latency (delivery rows too) | claim (claim cost, 1k vs 1M waiting) | backpressure | compare (simpleqd, asynq and BullMQ deliveries, round by round)")
 	flag.IntVar(&o.runs, "runs", 5, "repeat the headline throughput runs this many times and report the median")
 	flag.IntVar(&o.warmup, "warmup", 1, "unmeasured runs before the headline throughput runs (connection pools, goroutines, heap and Redis tables grow to size)")
 	flag.Parse()
@@ -103,6 +105,12 @@ func run(ctx context.Context, o options) error {
 		fmt.Fprintf(os.Stderr, "  %-58s %s\n", name, value)
 	}
 
+	if o.only == "compare" {
+		if err := compareRun(ctx, bin, work, hook, o, max(o.runs, 1), add); err != nil {
+			return err
+		}
+		return printRows(rows)
+	}
 	if o.only == "backpressure" {
 		for _, n := range []int{2000, 100000} {
 			if o.quick {
@@ -398,6 +406,11 @@ func run(ctx context.Context, o options) error {
 			add("3-master Redis Cluster, 2 daemons, 12 queues", "error: "+err.Error(), "")
 		} else {
 			add("end-to-end deliveries/s, 3-master Redis Cluster, 2 daemons, 12 queues", fmt.Sprintf("%.0f /s", rate), "")
+		}
+	}
+	if !o.skipCompare {
+		if err := compareRun(ctx, bin, work, hook, o, min(max(o.runs, 1), 3), add); err != nil {
+			add("simpleqd, asynq and BullMQ side by side", "error: "+err.Error(), "")
 		}
 	}
 
