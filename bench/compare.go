@@ -225,6 +225,7 @@ func compareRun(ctx context.Context, bin, work string, hook *noopWebhook, o opti
 	api := newAPI(d.url)
 	payload := strings.Repeat("x", 180)
 	add("machine speed before the comparison (redis-benchmark, 50 clients)", machineGauge(ctx, rs), "")
+	add("machine speed: Go's net/http client → the no-op webhook, 50 connections", httpGauge(ctx, hook.url), "")
 	for range o.warmup {
 		if _, _, _, err := deliveryRun(ctx, api, rs, hook, "q0", o.n, payload); err != nil {
 			return err

@@ -6,9 +6,13 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -86,4 +90,63 @@ func parseBenchmarkCSV(out []byte, test string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("redis-benchmark output has no %s row", test)
+}
+
+// issueHTTPRate is the issue's other figure for "this kind of machine": a Go
+// HTTP client drives the no-op endpoint at about 41,000 requests/s.
+const issueHTTPRate = 41000
+
+// httpGauge measures that figure here and now: Go's net/http client, 50
+// keep-alive connections, POSTs of a 200-byte body to the no-op webhook,
+// the median of three runs of 20,000 after a warm-up. With the Redis gauge
+// it tells a slow phase of the machine from a slow build, for the HTTP side
+// of publishing and delivery.
+func httpGauge(ctx context.Context, url string) string {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64}}
+	defer client.CloseIdleConnections()
+	body := bytes.Repeat([]byte("x"), 200)
+	post := func(n int) (float64, error) {
+		var next atomic.Int64
+		var failed atomic.Value
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next.Add(1) <= int64(n) {
+					req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+					if err == nil {
+						var resp *http.Response
+						if resp, err = client.Do(req); err == nil {
+							_, _ = io.Copy(io.Discard, resp.Body)
+							_ = resp.Body.Close()
+						}
+					}
+					if err != nil {
+						failed.CompareAndSwap(nil, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err, ok := failed.Load().(error); ok {
+			return 0, err
+		}
+		return float64(n) / time.Since(start).Seconds(), nil
+	}
+	if _, err := post(2000); err != nil {
+		return "n/a: " + err.Error()
+	}
+	var rates []float64
+	for range 3 {
+		rate, err := post(20000)
+		if err != nil {
+			return "n/a: " + err.Error()
+		}
+		rates = append(rates, rate)
+	}
+	rate := median(rates)
+	return fmt.Sprintf("%.0f requests/s, %.0f%% of the issue's ~%s (median of 3)", rate, 100*rate/issueHTTPRate, human(issueHTTPRate))
 }

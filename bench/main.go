@@ -155,6 +155,7 @@ func run(ctx context.Context, o options) error {
 		o.publishN, o.batchN = 1000, 1000
 	}
 	add("machine speed before the publish runs (redis-benchmark, 50 clients)", machineGauge(ctx, rs), "")
+	add("machine speed: Go's net/http client → the no-op webhook, 50 connections", httpGauge(ctx, hook.url), "")
 	// HTTP publish throughput: the queue is paused so only publishing runs.
 	if err := api.post(ctx, "/v1/queues/q0/pause", `{}`); err != nil {
 		return err
