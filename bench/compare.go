@@ -35,7 +35,8 @@ type competitor struct {
 	// prepare builds or installs it; a failure skips it with the reason.
 	prepare func(ctx context.Context, work string) error
 	// command returns the command line for one step ("enqueue" or "work").
-	command func(step, redisAddr, hookURL string, n, concurrency int) *exec.Cmd
+	// payloadBytes is the size of each job's JSON payload.
+	command func(step, redisAddr, hookURL string, n, concurrency, payloadBytes int) *exec.Cmd
 	// keys is the pattern of the Redis keys it leaves behind.
 	keys string
 }
@@ -61,9 +62,9 @@ func competitors() []*competitor {
 				}
 				return nil
 			},
-			command: func(step, redisAddr, hookURL string, n, concurrency int) *exec.Cmd {
+			command: func(step, redisAddr, hookURL string, n, concurrency, payloadBytes int) *exec.Cmd {
 				return exec.Command(asynqBin, "-redis", redisAddr, "-webhook", hookURL, "-n", strconv.Itoa(n),
-					"-payload", "200", "-concurrency", strconv.Itoa(concurrency), step)
+					"-payload", strconv.Itoa(payloadBytes), "-concurrency", strconv.Itoa(concurrency), step)
 			},
 			keys: "asynq:*",
 		},
@@ -83,9 +84,9 @@ func competitors() []*competitor {
 				}
 				return nil
 			},
-			command: func(step, redisAddr, hookURL string, n, concurrency int) *exec.Cmd {
+			command: func(step, redisAddr, hookURL string, n, concurrency, payloadBytes int) *exec.Cmd {
 				cmd := exec.Command("node", "bench.mjs", step, "--redis", redisAddr, "--webhook", hookURL,
-					"--n", strconv.Itoa(n), "--payload", "200", "--concurrency", strconv.Itoa(concurrency))
+					"--n", strconv.Itoa(n), "--payload", strconv.Itoa(payloadBytes), "--concurrency", strconv.Itoa(concurrency))
 				cmd.Dir = bullDir
 				return cmd
 			},
@@ -105,16 +106,16 @@ func firstLine(b []byte) string {
 // competitorRun is one timed run of c: its deliveries per second, script
 // calls and commands per delivered job (enqueue included, as for simpleqd),
 // and the CPU split of the work step.
-func competitorRun(ctx context.Context, c *competitor, rs *redisProc, hook *noopWebhook, n, concurrency int) (rate, calls, cmds float64, cpuPerJob string, err error) {
+func competitorRun(ctx context.Context, c *competitor, rs *redisProc, hook *noopWebhook, n, concurrency, payloadBytes int) (rate, calls, cmds float64, cpuPerJob string, err error) {
 	defer rs.deleteMatching(context.Background(), c.keys)
 	if err := rs.resetStats(ctx); err != nil {
 		return 0, 0, 0, "", err
 	}
-	enq := c.command("enqueue", rs.addr, hook.url, n, concurrency)
+	enq := c.command("enqueue", rs.addr, hook.url, n, concurrency, payloadBytes)
 	if out, err := enq.CombinedOutput(); err != nil {
 		return 0, 0, 0, "", fmt.Errorf("%s enqueue: %v: %s", c.name, err, firstLine(out))
 	}
-	worker := c.command("work", rs.addr, hook.url, n, concurrency)
+	worker := c.command("work", rs.addr, hook.url, n, concurrency, payloadBytes)
 	worker.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	worker.Stderr = os.Stderr
 	stdout, err := worker.StdoutPipe()
@@ -224,6 +225,8 @@ func compareRun(ctx context.Context, bin, work string, hook *noopWebhook, o opti
 	defer d.stop()
 	api := newAPI(d.url)
 	payload := strings.Repeat("x", 180)
+	// The competitors get the very JSON simpleqd's jobs carry: {"data":"xx…"}.
+	payloadBytes := len(`{"data":"`) + len(payload) + len(`"}`)
 	add("machine speed before the comparison (redis-benchmark, 50 clients)", machineGauge(ctx, rs), "")
 	add("machine speed: Go's net/http client → the no-op webhook, 50 connections", httpGauge(ctx, hook.url), "")
 	for range o.warmup {
@@ -248,7 +251,7 @@ func compareRun(ctx context.Context, bin, work string, hook *noopWebhook, o opti
 				rate, calls, cmds, _, err = deliveryRunUsec(ctx, api, rs, hook, "q0", o.n, payload, cpu, nil)
 				cpuLine = cpu.result
 			} else {
-				rate, calls, cmds, cpuLine, err = competitorRun(ctx, ready[i-1], rs, hook, o.n, o.concurrency)
+				rate, calls, cmds, cpuLine, err = competitorRun(ctx, ready[i-1], rs, hook, o.n, o.concurrency, payloadBytes)
 			}
 			if err != nil {
 				return err
@@ -272,13 +275,13 @@ func compareRun(ctx context.Context, bin, work string, hook *noopWebhook, o opti
 		}
 	}
 	for i, t := range results {
-		name := "simpleqd"
+		name, process := "simpleqd", "daemon"
 		if i > 0 {
-			name = ready[i-1].name
+			name, process = ready[i-1].name, "worker"
 		}
 		add(fmt.Sprintf("%s: deliveries/s, N=%d, concurrency %d", name, o.n, o.concurrency), medianOf(append([]float64(nil), t.rates...), "/s"), "")
 		add(fmt.Sprintf("  %s: script calls / commands per delivered job", name), fmt.Sprintf("%.2f / %.1f", median(t.calls), median(t.cmds)), "")
-		add(fmt.Sprintf("  %s: CPU per delivered job: Redis / %s / webhook (last round)", name, map[bool]string{true: "daemon", false: "worker"}[i == 0]), t.cpu[len(t.cpu)-1], "")
+		add(fmt.Sprintf("  %s: CPU per delivered job: Redis / %s / webhook (last round)", name, process), t.cpu[len(t.cpu)-1], "")
 	}
 	for i, c := range ready {
 		parts := make([]string, len(ratios[i]))
