@@ -4,6 +4,7 @@
 //
 //	go run ./bench                 # the full table (a few minutes)
 //	go run ./bench -quick          # smaller N, for a smoke run
+//	go run ./bench -only compare   # simpleqd, asynq and BullMQ side by side
 //
 // Every phase is bounded in count and time and stops by itself. Numbers come
 // from this machine with everything sharing its cores: Redis, the daemons, the
