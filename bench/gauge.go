@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -106,32 +104,20 @@ func httpGauge(ctx context.Context, url string) string {
 	defer client.CloseIdleConnections()
 	body := bytes.Repeat([]byte("x"), 200)
 	post := func(n int) (float64, error) {
-		var next atomic.Int64
-		var failed atomic.Value
-		var wg sync.WaitGroup
 		start := time.Now()
-		for range 50 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for next.Add(1) <= int64(n) {
-					req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-					if err == nil {
-						var resp *http.Response
-						if resp, err = client.Do(req); err == nil {
-							_, _ = io.Copy(io.Discard, resp.Body)
-							_ = resp.Body.Close()
-						}
-					}
-					if err != nil {
-						failed.CompareAndSwap(nil, err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		if err, ok := failed.Load().(error); ok {
+		err := concurrently(n, 50, func() error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			return resp.Body.Close()
+		})
+		if err != nil {
 			return 0, err
 		}
 		return float64(n) / time.Since(start).Seconds(), nil

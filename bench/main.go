@@ -970,6 +970,12 @@ func (a *apiClient) publishOne(ctx context.Context, queue string, body []byte) e
 }
 
 func (a *apiClient) publishMany(ctx context.Context, queue string, n, clients int, body []byte) error {
+	return concurrently(n, clients, func() error { return a.publishOne(ctx, queue, body) })
+}
+
+// concurrently calls do n times in all from clients goroutines, and returns
+// the first error (each goroutine stops at its first).
+func concurrently(n, clients int, do func() error) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
@@ -978,7 +984,7 @@ func (a *apiClient) publishMany(ctx context.Context, queue string, n, clients in
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(n) {
-				if err := a.publishOne(ctx, queue, body); err != nil {
+				if err := do(); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
