@@ -70,8 +70,28 @@ func (d *Deliverer) sign(secret string, body []byte) string {
 	return sig
 }
 
+// idleConnTimeout is how long a pooled webhook connection may sit unused.
+// It stays below the keep-alive timeouts servers commonly close idle
+// connections at (Node's http.Server 5 s keepAliveTimeout, Apache's and
+// uvicorn's 5 s), so the daemon retires a connection before the webhook
+// does. A POST written to a connection the server has just closed fails
+// with nothing known about whether it ran, and a delivery is never re-sent
+// within an attempt (see NewDeliverer), so such a race would cost a
+// healthy webhook a failed attempt and a backoff. The second of margin
+// covers the cleaner's timing and the response's time in transit (the
+// server's idle clock starts when it has written the answer, ours when we
+// have read it). Servers with shorter keep-alives (gunicorn's 2 s) can
+// still race; each lost race is one failed attempt, retried after backoff.
+const idleConnTimeout = 4 * time.Second
+
 // NewDeliverer returns a Deliverer that sends userAgent with every delivery.
 func NewDeliverer(userAgent string) *Deliverer {
+	return newDeliverer(userAgent, idleConnTimeout)
+}
+
+// newDeliverer is NewDeliverer with the pool's idle timeout as a parameter,
+// so tests can scale it down against a webhook's short keep-alive.
+func newDeliverer(userAgent string, idle time.Duration) *Deliverer {
 	d := &Deliverer{userAgent: userAgent, conns: map[net.Conn]struct{}{}}
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	d.client = &fasthttp.Client{
@@ -82,17 +102,30 @@ func NewDeliverer(userAgent string) *Deliverer {
 			}
 			return d.track(c)
 		},
-		MaxConnsPerHost:          4096,
-		MaxConnWaitTimeout:       10 * time.Second,
-		MaxIdleConnDuration:      30 * time.Second,
+		MaxConnsPerHost:     4096,
+		MaxConnWaitTimeout:  10 * time.Second,
+		MaxIdleConnDuration: idle,
+		// LIFO hands out the connection used last, so under light traffic
+		// one connection stays warm and the rest age out, instead of FIFO
+		// rotating every connection a burst opened until each one sits idle
+		// longer than the webhook keeps it.
+		ConnPoolStrategy:         fasthttp.LIFO,
 		StreamResponseBody:       true,
 		NoDefaultUserAgentHeader: true,
-		// A POST is retried once, only when the server closed a kept-alive
-		// connection before answering (it timed the connection out while it
-		// sat in the pool): the request never reached a handler there.
-		RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
-			return false, attempts == 1 && (errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF))
-		},
+		// One POST per attempt, never a second one within it. When a
+		// connection fails after the request went out, fasthttp cannot tell
+		// whether the webhook read it and ran its handler (a panicking
+		// net/http handler or a resetting proxy looks exactly like a server
+		// closing an idle connection), so a re-send would deliver the same
+		// attempt twice, outside the rate limit and the backoff. A
+		// connection error is instead one failed attempt, which the state
+		// machine retries after backoff. fasthttp already declines to retry
+		// a POST by default (only GET, HEAD, PUT and QUERY count as
+		// idempotent); one call attempt and a RetryIfErr that always says no
+		// keep that true whatever the method and whatever later fasthttp
+		// versions default to.
+		MaxIdemponentCallAttempts: 1,
+		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
 	}
 	return d
 }
