@@ -62,11 +62,17 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 		s.scripts[name] = redis.NewScript(src)
 	}
 	var b [6]byte
-	_, _ = cryptoRead(b[:])
+	if _, err := cryptoRead(b[:]); err != nil {
+		// Fail rather than run with a zero node id: lease tokens would then
+		// differ between daemons only by their per-process counters, so two
+		// daemons could hold the same token and pass each other's fencing.
+		return nil, fmt.Errorf("store: random node id for lease tokens: %w", err)
+	}
 	s.node = hex.EncodeToString(b[:])
 	return s, nil
 }
 
+// cryptoRead is crypto/rand's Read, a variable so tests can make it fail.
 var cryptoRead = crand.Read
 
 // Load loads every script into Redis (on every master of a cluster).
