@@ -295,8 +295,10 @@ type jobJSON struct {
 	CompletedAt    *string         `json:"completedAt"`
 }
 
-// attemptJSON is one history entry; probe, retryAfter, scope and reason are
-// simpleqd additions emitted only when set.
+// attemptJSON is one history entry; probe, acked, retryAfter, scope and
+// reason are simpleqd additions emitted only when set. Status is one of
+// SimpleQ's (success, failed, nacked, deferred): an ack is a success with
+// acked true.
 type attemptJSON struct {
 	Attempt           int      `json:"attempt"`
 	Status            string   `json:"status"`
@@ -304,6 +306,7 @@ type attemptJSON struct {
 	WebhookStatusCode *int     `json:"webhookStatusCode"`
 	Timestamp         string   `json:"timestamp"`
 	Probe             bool     `json:"probe,omitempty"`
+	Acked             bool     `json:"acked,omitempty"`
 	RetryAfter        *float64 `json:"retryAfter,omitempty"`
 	Scope             string   `json:"scope,omitempty"`
 	Reason            *string  `json:"reason,omitempty"`
@@ -321,6 +324,7 @@ func jobView(j *store.Job) jobJSON {
 			WebhookStatusCode: a.WebhookStatusCode,
 			Timestamp:         formatTime(a.Timestamp),
 			Probe:             a.Probe,
+			Acked:             a.Acked,
 			RetryAfter:        a.RetryAfter,
 			Scope:             a.Scope,
 			Reason:            a.Reason,

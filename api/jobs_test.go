@@ -436,7 +436,7 @@ func TestGetJob(t *testing.T) {
 				{Attempt: 1, Status: "failed", Error: &lastErr, WebhookStatusCode: &code500, Timestamp: t0.Add(time.Second)},
 				{Attempt: 2, Status: "deferred", WebhookStatusCode: &code503, Timestamp: t0.Add(2 * time.Second), RetryAfter: &retryAfter, Scope: "queue", Reason: &reason},
 				{Attempt: 3, Status: "failed", Error: &probeErr, Timestamp: t0.Add(3 * time.Second), Probe: true},
-				{Attempt: 3, Status: "acked", Timestamp: t0.Add(4 * time.Second)},
+				{Attempt: 3, Status: "success", Acked: true, Timestamp: t0.Add(4 * time.Second)},
 			},
 			CreatedAt:   t0,
 			CompletedAt: &completed,
@@ -451,7 +451,7 @@ func TestGetJob(t *testing.T) {
 		`{"attempt":1,"status":"failed","error":"HTTP 500","webhookStatusCode":500,"timestamp":"2026-01-02T03:04:06.678Z"},` +
 		`{"attempt":2,"status":"deferred","error":null,"webhookStatusCode":503,"timestamp":"2026-01-02T03:04:07.678Z","retryAfter":30.5,"scope":"queue","reason":"rate limited"},` +
 		`{"attempt":3,"status":"failed","error":"HTTP 502","webhookStatusCode":null,"timestamp":"2026-01-02T03:04:08.678Z","probe":true},` +
-		`{"attempt":3,"status":"acked","error":null,"webhookStatusCode":null,"timestamp":"2026-01-02T03:04:09.678Z"}` +
+		`{"attempt":3,"status":"success","error":null,"webhookStatusCode":null,"timestamp":"2026-01-02T03:04:09.678Z","acked":true}` +
 		`],"createdAt":"2026-01-02T03:04:05.678Z","completedAt":"2026-01-02T03:07:05.678Z"}` + "\n"
 	require.Equal(t, want, w.Body.String(), "exact bytes: field order, nulls, payload verbatim")
 }

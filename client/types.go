@@ -41,8 +41,6 @@ const (
 	// AttemptDeferred: backpressure (a 429/503/529 answer or a defer
 	// callback); it spent no attempt.
 	AttemptDeferred AttemptStatus = "deferred"
-	// AttemptAcked: an ack-mode worker reported success.
-	AttemptAcked AttemptStatus = "acked"
 )
 
 // Scope is what a defer holds: the whole queue (the default, right for a
@@ -134,6 +132,9 @@ type Attempt struct {
 	Timestamp time.Time
 	// Probe is true for the single delivery that tested a queue after a hold (simpleqd).
 	Probe bool
+	// Acked marks a success that an ack-mode worker's ack reported (simpleqd);
+	// WebhookStatusCode is then the delivery's 2xx.
+	Acked bool
 	// RetryAfter is a defer's requested wait (simpleqd).
 	RetryAfter time.Duration
 	// Scope is a defer's scope (simpleqd).
@@ -217,6 +218,7 @@ type attemptWire struct {
 	WebhookStatusCode *int          `json:"webhookStatusCode"`
 	Timestamp         time.Time     `json:"timestamp"`
 	Probe             bool          `json:"probe"`
+	Acked             bool          `json:"acked"`
 	RetryAfter        *float64      `json:"retryAfter"`
 	Scope             Scope         `json:"scope"`
 	Reason            *string       `json:"reason"`
@@ -278,7 +280,10 @@ func (a *Attempt) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*a = Attempt{Attempt: w.Attempt, Status: w.Status, Error: str(w.Error), Timestamp: w.Timestamp,
-		Probe: w.Probe, Scope: w.Scope, Reason: str(w.Reason)}
+		Probe: w.Probe, Acked: w.Acked, Scope: w.Scope, Reason: str(w.Reason)}
+	if w.Status == "acked" { // an older simpleqd's ack entry
+		a.Status, a.Acked = AttemptSuccess, true
+	}
 	if w.WebhookStatusCode != nil {
 		a.WebhookStatusCode = *w.WebhookStatusCode
 	}

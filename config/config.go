@@ -70,6 +70,7 @@ func Default() *Config {
 			DefaultRetryAfter: 60 * time.Second,
 			JobLifetime:       24 * time.Hour,
 			Retention:         72 * time.Hour,
+			Breaker:           Breaker{Failures: 0, HoldFor: 30 * time.Second},
 		},
 		Queues: map[string]Queue{},
 	}
@@ -238,6 +239,10 @@ func settingsSchema(s *QueueSettings) []node {
 		{name: "defaultRetryAfter", target: &s.DefaultRetryAfter},
 		{name: "jobLifetime", target: &s.JobLifetime},
 		{name: "retention", target: &s.Retention},
+		{name: "breaker", children: []node{
+			{name: "failures", target: &s.Breaker.Failures},
+			{name: "holdFor", target: &s.Breaker.HoldFor},
+		}},
 	}
 }
 
@@ -893,6 +898,14 @@ func checkSettings(s QueueSettings) []settingsProblem {
 	}
 	positive("jobLifetime", s.JobLifetime)
 	positive("retention", s.Retention)
+	if s.Breaker.Failures < 0 {
+		add(fmt.Sprintf("must be ≥ 0 (got %d; 0 turns the breaker off)", s.Breaker.Failures), "breaker.failures")
+	}
+	if s.Breaker.Failures > 0 && s.Breaker.HoldFor <= 0 {
+		add(fmt.Sprintf("must be > 0 when breaker.failures > 0 (got %s)", s.Breaker.HoldFor), "breaker.holdFor", "breaker.failures")
+	} else if s.Breaker.HoldFor < 0 {
+		add(fmt.Sprintf("must be ≥ 0 (got %s)", s.Breaker.HoldFor), "breaker.holdFor")
+	}
 	return out
 }
 
@@ -1007,6 +1020,11 @@ type (
 		DefaultRetryAfter string      `yaml:"defaultRetryAfter"`
 		JobLifetime       string      `yaml:"jobLifetime"`
 		Retention         string      `yaml:"retention"`
+		Breaker           breakerView `yaml:"breaker"`
+	}
+	breakerView struct {
+		Failures int    `yaml:"failures"`
+		HoldFor  string `yaml:"holdFor"`
 	}
 	queueView struct {
 		WebhookURL       string       `yaml:"webhookUrl"`
@@ -1072,6 +1090,7 @@ func settingsViewOf(s QueueSettings) settingsView {
 		DefaultRetryAfter: s.DefaultRetryAfter.String(),
 		JobLifetime:       s.JobLifetime.String(),
 		Retention:         s.Retention.String(),
+		Breaker:           breakerView{Failures: s.Breaker.Failures, HoldFor: s.Breaker.HoldFor.String()},
 	}
 }
 

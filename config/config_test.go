@@ -95,6 +95,7 @@ func TestDefaultsWithoutFile(t *testing.T) {
 		DefaultRetryAfter: 60 * time.Second,
 		JobLifetime:       24 * time.Hour,
 		Retention:         72 * time.Hour,
+		Breaker:           Breaker{HoldFor: 30 * time.Second},
 	}, c.Defaults)
 	require.Empty(t, c.Queues)
 }

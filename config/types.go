@@ -78,6 +78,18 @@ type Backoff struct {
 	Jitter bool
 }
 
+// Breaker holds a queue whose webhook keeps failing (semantics.md §4b), so a
+// broken webhook (a wrong signing secret answering 401, a bad deploy) does not
+// spend every waiting job's attempts within minutes.
+type Breaker struct {
+	// Failures is how many consecutive failed deliveries, fleet-wide, trip
+	// the breaker; 0 turns it off.
+	Failures int
+	// HoldFor is how long the tripped breaker holds the queue before one
+	// probe goes out (and again after each failed probe).
+	HoldFor time.Duration
+}
+
 // QueueSettings are the per-queue knobs that can be set under defaults or per queue.
 type QueueSettings struct {
 	Mode              string // "standard" or "ack"
@@ -93,6 +105,7 @@ type QueueSettings struct {
 	DefaultRetryAfter time.Duration
 	JobLifetime       time.Duration
 	Retention         time.Duration
+	Breaker           Breaker
 }
 
 // Queue is one webhook URL plus its settings.

@@ -230,11 +230,13 @@ func (d *Deliverer) Deliver(ctx context.Context, q config.Queue, j store.Claimed
 	case hold.IsBackpressure(code):
 		out.Kind = store.OutcomeDefer
 		ra := string(resp.Header.Peek("Retry-After"))
-		wait, ok := hold.ParseRetryAfter(ra, time.Now())
+		// An HTTP-date stays absolute: settle turns it into a wait on Redis'
+		// clock, so this daemon's clock never enters a release time.
+		wait, at, ok := hold.ParseRetryAfterValue(ra)
 		if !ok {
 			wait = q.DefaultRetryAfter
 		}
-		out.RetryAfter = wait
+		out.RetryAfter, out.RetryAt = wait, at
 		out.Reason = fmt.Sprintf("webhook responded %d", code)
 		if ra != "" {
 			out.Reason += " (Retry-After: " + trimTo(ra, 64) + ")"

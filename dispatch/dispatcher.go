@@ -13,7 +13,10 @@ import (
 
 // Store is what the dispatcher needs from package store.
 type Store interface {
-	Claim(ctx context.Context, q config.Queue, max int) (store.ClaimResult, error)
+	// NewCall names a claim or settle call; a failed call is sent again
+	// under the same name (see store.Store.NewCall).
+	NewCall() string
+	ClaimCall(ctx context.Context, q config.Queue, max int, call string) (store.ClaimResult, error)
 	// SettleAndClaim records outcomes and claims their replacements in the
 	// same script call.
 	SettleAndClaim(ctx context.Context, q config.Queue, outcomes []store.Outcome, refill store.Refill) ([]store.Settled, store.ClaimResult, error)

@@ -36,7 +36,9 @@ func (s *chainStore) next() store.ClaimResult {
 	return store.ClaimResult{Word: store.Claimed, Jobs: []store.ClaimedJob{j}}
 }
 
-func (s *chainStore) Claim(_ context.Context, _ config.Queue, max int) (store.ClaimResult, error) {
+func (s *chainStore) NewCall() string { return "call" }
+
+func (s *chainStore) ClaimCall(_ context.Context, _ config.Queue, max int, _ string) (store.ClaimResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.handed > 0 || max == 0 {

@@ -99,6 +99,7 @@ func (p *pump) run(ctx context.Context) {
 	defer timer.Stop()
 	errDelay := 50 * time.Millisecond
 	var lastClaim time.Time
+	call := "" // the name of a claim call to send again after an error
 	for {
 		if ctx.Err() != nil {
 			return
@@ -126,7 +127,13 @@ func (p *pump) run(ctx context.Context) {
 		// that is next due. A finished delivery wakes the loop for new work.
 		free = max(free, 0)
 		wait := time.Duration(-1)
-		res, err := p.d.opts.Store.Claim(ctx, q, free)
+		// A claim that failed is sent again under the same call name: if
+		// Redis ran it and only its reply was lost, the jobs it leased come
+		// back instead of being leased to nobody.
+		if call == "" {
+			call = p.d.opts.Store.NewCall()
+		}
+		res, err := p.d.opts.Store.ClaimCall(ctx, q, free, call)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -135,6 +142,7 @@ func (p *pump) run(ctx context.Context) {
 			wait = errDelay
 			errDelay = min(errDelay*2, 5*time.Second)
 		} else {
+			call = ""
 			p.markHousekeeping()
 			errDelay = 50 * time.Millisecond
 			p.idle.Store(res.Word == store.Paused || res.Word == store.Held)
@@ -354,6 +362,9 @@ func (p *pump) markHousekeeping() { p.housekept.Store(int64(time.Since(p.born)))
 func (p *pump) settleWithRetry(q config.Queue, outs []store.Outcome, refill store.Refill, log *zap.Logger) (res []store.Settled, claim store.ClaimResult, ok bool) {
 	delay := 50 * time.Millisecond
 	deadline := time.Now().Add(q.Timeout + time.Minute)
+	// Every try is the same call: one whose reply was lost is answered from
+	// its first run (its outcomes and the jobs it claimed), not run twice.
+	refill.Call = p.d.opts.Store.NewCall()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		res, claim, err := p.d.opts.Store.SettleAndClaim(ctx, q, outs, refill)

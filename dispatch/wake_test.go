@@ -19,7 +19,9 @@ type heldStore struct {
 	claims atomic.Int32
 }
 
-func (s *heldStore) Claim(context.Context, config.Queue, int) (store.ClaimResult, error) {
+func (s *heldStore) NewCall() string { return "call" }
+
+func (s *heldStore) ClaimCall(context.Context, config.Queue, int, string) (store.ClaimResult, error) {
 	s.claims.Add(1)
 	return store.ClaimResult{Word: s.word, WakeIn: time.Hour}, nil
 }

@@ -45,3 +45,22 @@ func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
 	}
 	return 0, false
 }
+
+// ParseRetryAfterValue reads a Retry-After header value like ParseRetryAfter
+// but leaves an HTTP-date absolute: at is the date (and d is 0), so the wait
+// can be computed on Redis' clock, the one clock every daemon shares, rather
+// than on this daemon's. For delta-seconds, at is zero and d the wait.
+func ParseRetryAfterValue(value string) (d time.Duration, at time.Time, ok bool) {
+	v := strings.TrimSpace(value)
+	if v == "" {
+		return 0, time.Time{}, false
+	}
+	if _, err := strconv.ParseFloat(v, 64); err == nil {
+		d, ok := ParseRetryAfter(v, time.Time{})
+		return d, time.Time{}, ok
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return 0, t, true
+	}
+	return 0, time.Time{}, false
+}

@@ -5,24 +5,37 @@
 -- then finds its token gone and is ignored).
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..17]: queue parameters (lib.lua).
--- ARGV[18..24]: id, kind ("ack"|"nack"|"defer"), attempt ("" when not given),
+-- ARGV[1..19]: queue parameters (lib.lua).
+-- ARGV[20..26]: id, kind ("ack"|"nack"|"defer"), attempt ("" when not given),
 --   retryable ("1"|"0", nack), retryAfter ms (defer), scope ("queue"|"job",
 --   defer), reason.
--- Returns {word, detail}:
+-- Returns {word, detail, hold}:
 --   NOTFOUND | CONFLICT <state> | STALE <current attempt> | ACKED (repeat ack
 --   of a completed job) | the words of settle.lua for the applied outcome.
+--   hold as in settle.lua (callbacks never trip the breaker: "").
+-- REPEATED: the same nack or defer sent again (same kind and attempt,
+-- within a minute, while the job waits or has ended): it was applied once
+-- and changes nothing now. A worker that retries after a 503 whose callback
+-- had been applied (its reply lost to a Redis stall) gets 2xx, not 409.
 local id, kind, attempt = ARGV[ARG0 + 1], ARGV[ARG0 + 2], ARGV[ARG0 + 3]
 local retryable = ARGV[ARG0 + 4] == '1'
 local retry_after, scope, reason = tonumber(ARGV[ARG0 + 5]), ARGV[ARG0 + 6], ARGV[ARG0 + 7]
 local now = now_ms()
 local m, payload = load(id)
-if not m then return { 'NOTFOUND', '' } end
-if kind == 'ack' and m.st == 'c' then return { 'ACKED', '' } end
-if m.st ~= 'f' and m.st ~= 'w' then return { 'CONFLICT', m.st } end
-if attempt ~= '' and tonumber(attempt) ~= m.a + 1 then return { 'STALE', tostring(m.a + 1) } end
+if not m then return { 'NOTFOUND', '', '' } end
+if kind == 'ack' and m.st == 'c' then return { 'ACKED', '', '' } end
+if m.lc and m.st ~= 'f' and m.st ~= 'w' then
+  local k, att, at = string.match(m.lc, '^(%a+)|(%d+)|(%d+)$')
+  if k == kind and (attempt == '' or attempt == att) and now - tonumber(at) < 60000 then
+    return { 'REPEATED', '', '' }
+  end
+end
+if m.st ~= 'f' and m.st ~= 'w' then return { 'CONFLICT', m.st, '' } end
+if attempt ~= '' and tonumber(attempt) ~= m.a + 1 then return { 'STALE', tostring(m.a + 1), '' } end
 local code = m.sc
 m.sc = nil
+-- Remembered in the record, written by the transition's own save.
+if kind ~= 'ack' then m.lc = fmt('%s|%d|%d', kind, m.a + 1, now) end
 local word, detail
 if kind == 'ack' then
   word, detail = on_success(id, m, payload, now, 'acked', code)
@@ -33,4 +46,4 @@ elseif kind == 'defer' then
 else
   return redis.error_reply('callback: unknown kind ' .. tostring(kind))
 end
-return { word, detail }
+return { word, detail, '' }

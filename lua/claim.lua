@@ -3,11 +3,15 @@
 -- rate-limit window. Runs bounded housekeeping (lib.lua maintain) first.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..17]: queue parameters (lib.lua).
--- ARGV[18]: max, the most jobs this caller can take now (its free local slots).
+-- KEYS[12]: the call log of this token prefix (lib.lua K_CALL).
+-- ARGV[1..19]: queue parameters (lib.lua).
+-- ARGV[20]: max, the most jobs this caller can take now (its free local slots).
 --           0: housekeeping only (a caller whose slots are all busy); the
 --           reply is BUSY with the time the housekeeping is next needed.
--- ARGV[19]: token prefix, unique per call (from Go); job i's lease token is prefix..":"..i.
+-- ARGV[21]: token prefix, unique per call (from Go, the same when a call is
+--           sent again); job i's lease token is prefix.."|"..i.."|"..order.
+--           A call whose prefix was seen within one lease answers with the
+--           jobs that call leased, still leased (the call log, lib.lua).
 -- Returns {word, wake_ms, n, reaped..., jobs...}:
 --   wake_ms: milliseconds (Redis clock) until this queue next needs a claim
 --            (a job falls due, the hold releases, a lease or lifetime ends, the
@@ -23,4 +27,8 @@
 --         record as stored (meta JSON, "\n", raw payload). The record is
 --         handed over undecoded: the daemon reads attempts, defers and
 --         createdAt from its meta, which is cheaper there than in Lua.
-return claim_jobs(now_ms(), tonumber(ARGV[ARG0 + 1]), ARGV[ARG0 + 2])
+local again = call_replay(true)
+if again then return again end
+local r = claim_jobs(now_ms(), tonumber(ARGV[ARG0 + 1]), ARGV[ARG0 + 2])
+if r[1] == 'CLAIMED' then call_record({}, r) end
+return r

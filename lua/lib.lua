@@ -11,11 +11,11 @@
 --   K_STATE     KEYS[5]  HASH  queue state: hold, hold_until, probe_job, reason,
 --                              paused, pause_reason, n_pending, n_awaiting.
 --   K_LIFETIMES KEYS[6]  ZSET  job id -> end of its delivery lifetime (ms), for
---                              jobs waiting again after a delivery (state r) only.
---                              Pending jobs need no index: their lifetime ends
---                              jobLifetime after their due time, so they expire
---                              in due order from the front of K_WAITING. That
---                              saves one sorted-set entry per waiting job.
+--                              every waiting job (states p and r). Each job
+--                              keeps its own end (x): a reload that changes
+--                              jobLifetime changes only jobs published later,
+--                              and housekeeping finds every ended lifetime in
+--                              end order, whatever the queue is doing.
 --   K_DEAD      KEYS[7]  ZSET  dead job id -> time it died (ms).
 --   K_PURGE     KEYS[8]  ZSET  terminal job id -> time it may be purged (ms).
 --   K_IDEM      KEYS[9]  HASH  idempotency key -> job id.
@@ -29,28 +29,36 @@
 --                              lease (st f, t, o, pr). The token is
 --                              "<call prefix>|<i>|<order score>[|p]": the order
 --                              and probe flag travel in it.
+--   K_CALL      KEYS[12] STRING (claim and settle only) what the call with
+--                              this token prefix did, kept 30 s: a call that
+--                              Redis ran but whose reply was lost (a stall past
+--                              the client's read timeout) is answered from it
+--                              when sent again, so no lease belongs to nobody.
 --
--- Queue parameters, ARGV[1..17], identical for every script (package store builds them):
+-- Queue parameters, ARGV[1..19], identical for every script (package store builds them):
 --   1 mode ("standard"|"ack")   2 concurrency   3 rateLimitMax   4 rateLimitWindow ms
 --   5 maxAttempts   6 maxDefers   7 delivery lease ms   8 ackTimeout ms
 --   9 ackTimeoutAction ("retry"|"dead")   10 backoff type ("exponential"|"fixed")
 --   11 backoff base ms   12 backoff max ms   13 jitter ("1"|"0")   14 jobLifetime ms
 --   15 retention ms   16 random in [0,1) from Go (Lua's math.random is deterministic)
 --   17 maintenance batch: max items reaped/expired/purged per call
--- Script-specific arguments start at ARGV[18].
+--   18 breaker failures (0: off)   19 breaker holdFor ms
+-- Script-specific arguments start at ARGV[20] (ARG0 + 1).
 --
 -- Job meta fields (short names keep memory per waiting job small):
 --   c createdAt ms, s first scheduled delivery ms, x lifetime end ms, st state,
 --   a attempts spent, d defers spent (both omitted while 0), k idempotency key, o order score (due time
 --   when last claimed), t lease token (in flight only), pr probe flag, e last
 --   error, dr dead reason, ca completed/dead at ms, sc last webhook status code,
---   h has history although a and d are 0 (set by replay).
+--   h has history although a and d are 0 (set by replay), lc the last nack or
+--   defer callback applied ("kind|attempt|ms"), so that one sent again after
+--   its reply was lost is answered 2xx again (callback.lua).
 -- States st: p pending (never delivered, waiting), r waiting again (retry/defer),
 --   f in flight, w awaiting ack, c completed, d dead.
 
 local K_WAITING, K_INFLIGHT, K_JOBS, K_HIST, K_STATE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_LIFETIMES, K_DEAD, K_PURGE, K_IDEM, K_STARTS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local K_LEASES = KEYS[11]
+local K_LEASES, K_CALL = KEYS[11], KEYS[12]
 
 -- A placeholder member of K_INFLIGHT (score +inf) and field of K_LEASES
 -- (value ""), present from a queue's first claim on. Redis stores a sorted
@@ -82,8 +90,10 @@ local P = {
   retention = tonumber(ARGV[15]),
   rand = tonumber(ARGV[16]),
   batch = tonumber(ARGV[17]),
+  breaker_failures = tonumber(ARGV[18]) or 0,
+  breaker_hold = tonumber(ARGV[19]) or 0,
 }
-local ARG0 = 17
+local ARG0 = 19
 
 -- Redis' clock, in whole milliseconds: the one clock every daemon agrees on.
 local function now_ms()
@@ -130,6 +140,7 @@ local function encode_meta(m)
   if m.t then p[#p + 1] = fmt(',"t":"%s"', m.t) end -- tokens are [0-9a-z.:]
   if m.pr then p[#p + 1] = ',"pr":1' end
   if m.h then p[#p + 1] = ',"h":1' end
+  if m.lc then p[#p + 1] = ',"lc":' .. cjson.encode(m.lc) end
   if m.sc then p[#p + 1] = fmt(',"sc":%d', m.sc) end
   if m.ca then p[#p + 1] = fmt(',"ca":%d', m.ca) end
   if m.dr then p[#p + 1] = ',"dr":' .. cjson.encode(m.dr) end
@@ -146,6 +157,7 @@ local function encode_entry(e)
   local s = fmt('{"attempt":%d,"status":"%s","ts":%d', e.attempt, e.status, e.ts)
   if e.code then s = s .. fmt(',"code":%d', e.code) end
   if e.probe then s = s .. ',"probe":true' end
+  if e.acked then s = s .. ',"acked":true' end
   return s .. '}'
 end
 
@@ -185,10 +197,23 @@ local function save(id, m, payload)
   redis.call('HSET', K_JOBS, id, encode_meta(m) .. '\n' .. payload)
 end
 
+-- A job's history keeps its latest entries up to this many bytes (a few
+-- hundred entries; maxAttempts + maxDefers is 55 by default): replays keep
+-- the history, and without a bound every append would copy a history that
+-- grows with every replay cycle. The oldest entries go first.
+local HIST_MAX_BYTES = 32768
+
 local function hist_append_encoded(id, e)
   -- Most jobs end with their first entry: one HSETNX instead of HGET + HSET.
   if redis.call('HSETNX', K_HIST, id, e) == 1 then return end
-  redis.call('HSET', K_HIST, id, redis.call('HGET', K_HIST, id) .. ',' .. e)
+  local h = redis.call('HGET', K_HIST, id) .. ',' .. e
+  if #h > HIST_MAX_BYTES then
+    -- Entries are flat JSON objects joined by ",": '},{"' occurs only
+    -- between two of them (inside a string a quote is always escaped).
+    local cut = string.find(h, '},{"', #h - HIST_MAX_BYTES, true)
+    if cut then h = string.sub(h, cut + 2) end
+  end
+  redis.call('HSET', K_HIST, id, h)
 end
 
 local function hist_append(id, entry)
@@ -232,10 +257,10 @@ local function leave_inflight(id, m)
 end
 
 local function backoff_ms(attempts)
-  local d = P.backoff_base
-  if P.backoff_type == 'exponential' then
-    d = P.backoff_base * math.pow(2, attempts - 1)
-  end
+  -- fixed waits base every time: max and jitter shape only the exponential
+  -- schedule (config.md).
+  if P.backoff_type ~= 'exponential' then return math.floor(P.backoff_base) end
+  local d = P.backoff_base * math.pow(2, attempts - 1)
   if d > P.backoff_max then d = P.backoff_max end
   if P.jitter then d = d * (0.5 + 0.5 * next_rand()) end
   return math.floor(d)
@@ -268,7 +293,7 @@ local function to_waiting(id, m, payload, due)
   end
   save(id, m, payload)
   redis.call('ZADD', K_WAITING, due, id)
-  if m.st == 'r' then redis.call('ZADD', K_LIFETIMES, m.x, id) end
+  redis.call('ZADD', K_LIFETIMES, m.x, id)
 end
 
 local function entry(m, status, now)
@@ -279,9 +304,48 @@ end
 
 -- A delivery succeeded (standard 2xx, or an ack). A successful probe reopens
 -- the queue, unless a defer that arrived meanwhile pushed the hold out again.
+-- The breaker (semantics.md §4b): consecutive failed deliveries of the
+-- queue, fleet-wide, in K_STATE 'fails'. A success resets the count;
+-- backpressure neither counts nor resets. `tripped` is the release time of a
+-- breaker hold that the current outcome started or extended, for the reply.
+local tripped = nil
+local fails_zero = false -- this call already saw or made the count 0
+
+local function breaker_reset()
+  if P.breaker_failures > 0 and not fails_zero then
+    if state_get('fails') ~= '0' then redis.call('HSET', K_STATE, 'fails', '0') end
+    fails_zero = true
+  end
+end
+
+-- A failed webhook delivery: count it, and hold the queue for holdFor once
+-- the count reaches breaker.failures (again after every later failure, so
+-- a failed probe holds the queue again). The latest release wins, as for a
+-- defer; the reason names the breaker and the last error.
+local function breaker_failure(now, err)
+  if P.breaker_failures <= 0 then return end
+  fails_zero = false
+  local n = redis.call('HINCRBY', K_STATE, 'fails', 1)
+  if n < P.breaker_failures then return end
+  local release = now + P.breaker_hold
+  local cur = tonumber(state_get('hold_until') or '0')
+  if state_get('hold') ~= '1' or release > cur then
+    local reason = fmt('breaker: %d consecutive failures', n)
+    if err ~= '' then reason = reason .. '; last: ' .. string.sub(err, 1, 200) end
+    redis.call('HSET', K_STATE, 'hold', '1', 'hold_until', release, 'reason', reason)
+  end
+  tripped = release
+end
+
 local function on_success(id, m, payload, now, status, code)
   local e = entry(m, status, now)
   e.code = code
+  if status == 'acked' then
+    -- An ack is SimpleQ's "success"; acked marks how it came.
+    e.status = 'success'
+    e.acked = true
+  end
+  breaker_reset()
   local probe = is_probe(id)
   leave_inflight(id, m)
   m.a = m.a + 1
@@ -303,10 +367,13 @@ end
 
 -- A delivery failed (error status, timeout, connection error, nack, lost lease,
 -- ack timeout). It spends one attempt; the job retries after backoff or dies.
-local function on_failure(id, m, payload, now, status, code, err, retryable, dead_reason)
+-- webhook: the failure is the webhook's own answer (or its absence), which
+-- the breaker counts; lost leases, ack timeouts and nacks are not.
+local function on_failure(id, m, payload, now, status, code, err, retryable, dead_reason, webhook)
   local e = entry(m, status, now)
   e.code = code
   if err ~= '' then e.error = err end
+  if webhook then breaker_failure(now, err) end
   drop_probe(id)
   leave_inflight(id, m)
   m.a = m.a + 1
@@ -367,14 +434,22 @@ end
 
 -- Bounded housekeeping, run at the start of every claim: expired leases
 -- (crashed daemons, ack timeouts), ended lifetimes, retention purge. Returns
--- the earliest future time any of them needs attention (or nil).
+-- the earliest time any of them needs attention (or nil): now itself when a
+-- batch left more due, so the caller runs the next batch at once instead of
+-- waiting for an unrelated wake-up.
 local function maintain(now)
   local next_due = nil
-  local function consider(key)
+  -- after: the key's due items were just handled (up to a batch); any still
+  -- due are the next batch's.
+  local function consider(key, after)
     local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if first[2] and first[1] ~= PLACEHOLDER then
       local t = tonumber(first[2])
-      if t > now and (next_due == nil or t < next_due) then next_due = t end
+      if t <= now then
+        if after then next_due = now end
+      elseif next_due == nil or t < next_due then
+        next_due = t
+      end
       return t <= now
     end
     return false
@@ -399,39 +474,23 @@ local function maintain(now)
         note_reaped('lease_expired', id, w, d)
       end
     end
-    consider(K_INFLIGHT)
+    consider(K_INFLIGHT, true)
   end
-  -- Jobs waiting again after a delivery: indexed by lifetime end.
-  local function expire(id)
-    redis.call('ZREM', K_LIFETIMES, id)
-    if redis.call('ZREM', K_WAITING, id) == 1 then
-      local m, payload = load(id)
-      if m then
-        if m.st == 'p' then redis.call('HINCRBY', K_STATE, 'n_pending', -1) end
-        to_dead(id, m, payload, now, 'lifetime_exceeded')
-        note_reaped('lifetime', id, 'DEAD', 'lifetime_exceeded')
-      end
-    end
-  end
+  -- Waiting jobs, indexed by their own lifetime end.
   if consider(K_LIFETIMES) then
     local ids = redis.call('ZRANGEBYSCORE', K_LIFETIMES, '-inf', now, 'LIMIT', 0, P.batch)
-    for _, id in ipairs(ids) do expire(id) end
-    consider(K_LIFETIMES)
-  end
-  -- Pending jobs: due at score, so a job due more than jobLifetime ago has
-  -- outlived it (checked against its own end, in case the setting changed).
-  local stale = redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', now - P.lifetime, 'LIMIT', 0, P.batch)
-  for _, id in ipairs(stale) do
-    local m = load(id)
-    -- A job published under a longer jobLifetime may still be alive: stop
-    -- there rather than re-reading it on every claim; it is checked at claim.
-    if m and m.x > now then break end
-    expire(id)
-  end
-  local head = redis.call('ZRANGE', K_WAITING, 0, 0, 'WITHSCORES')
-  if head[2] then
-    local t = tonumber(head[2]) + P.lifetime
-    if t > now and (next_due == nil or t < next_due) then next_due = t end
+    for _, id in ipairs(ids) do
+      redis.call('ZREM', K_LIFETIMES, id)
+      if redis.call('ZREM', K_WAITING, id) == 1 then
+        local m, payload = load(id)
+        if m then
+          if m.st == 'p' then redis.call('HINCRBY', K_STATE, 'n_pending', -1) end
+          to_dead(id, m, payload, now, 'lifetime_exceeded')
+          note_reaped('lifetime', id, 'DEAD', 'lifetime_exceeded')
+        end
+      end
+    end
+    consider(K_LIFETIMES, true)
   end
   if consider(K_PURGE) then
     local ids = redis.call('ZRANGEBYSCORE', K_PURGE, '-inf', now, 'LIMIT', 0, P.batch)
@@ -445,7 +504,7 @@ local function maintain(now)
       redis.call('ZREM', K_DEAD, id)
       redis.call('ZREM', K_PURGE, id)
     end
-    consider(K_PURGE)
+    consider(K_PURGE, true)
   end
   return next_due
 end
@@ -513,7 +572,9 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
   if max > free then max = free end
 
   if P.rate_max > 0 then
-    redis.call('ZREMRANGEBYSCORE', K_STARTS, '-inf', now - P.rate_window)
+    -- A start exactly rate_window old still counts ('(' excludes it from
+    -- the removal): two starts are always at least a window apart.
+    redis.call('ZREMRANGEBYSCORE', K_STARTS, '-inf', '(' .. fmt('%d', now - P.rate_window))
     local used = redis.call('ZCARD', K_STARTS)
     if used >= P.rate_max then
       local oldest = redis.call('ZRANGE', K_STARTS, 0, 0, 'WITHSCORES')
@@ -539,7 +600,7 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
   local recs = redis.call('HMGET', K_JOBS, unpack(ids))
 
   local out = {}
-  local leases, inflight, starts, retried = {}, {}, {}, {}
+  local leases, inflight, starts = {}, {}, {}
   local was_pending = 0
   -- Scores go to Redis as strings formatted once: a Lua number argument is
   -- formatted with printf("%.17g") on every call.
@@ -555,7 +616,7 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
         local m = split_record(rec)
         x, st = m.x, m.st
       end
-      if st == 'p' then was_pending = was_pending + 1 else retried[#retried + 1] = id end
+      if st == 'p' then was_pending = was_pending + 1 end
       if tonumber(x) <= now then
         local m, payload = split_record(rec)
         to_dead(id, m, payload, now, 'lifetime_exceeded')
@@ -580,8 +641,8 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
       end
     end
   end
-  -- Only jobs waiting again after a delivery are indexed by lifetime.
-  if #retried > 0 then redis.call('ZREM', K_LIFETIMES, unpack(retried)) end
+  -- In flight, a job leaves the lifetime index (its lease ends first).
+  redis.call('ZREM', K_LIFETIMES, unpack(ids))
   if was_pending > 0 then redis.call('HINCRBY', K_STATE, 'n_pending', -was_pending) end
   if #leases == 0 then
     earlier(now) -- every job taken had outlived its lifetime: look again now
@@ -593,4 +654,74 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
   earlier(now + P.lease)
   return reply('CLAIMED', out)
 
+end
+
+
+-- The call log (K_CALL): what a claim or settle call did, so that the same
+-- call sent again (go-redis re-sends a script after a read timeout, and the
+-- dispatcher retries with the same token prefix) returns it instead of
+-- claiming more: the first run's leases would otherwise belong to nobody.
+-- Kept for one lease: after that its leases have expired anyway.
+-- Layout: "<n>\n", n outcome lines "word\tdetail\thold", then claimed job
+-- lines "id\ttoken\tprobe". Job ids, words, details and tokens hold no tabs
+-- or newlines.
+
+-- Records a call: words is settle's flat reply so far (3 values per
+-- outcome), claim a claim_jobs reply or nil.
+local function call_record(words, claim)
+  if not K_CALL then return end
+  local parts = { tostring(#words / 3) }
+  for i = 1, #words, 3 do
+    parts[#parts + 1] = words[i] .. '\t' .. words[i + 1] .. '\t' .. words[i + 2]
+  end
+  if claim then
+    local i = 4 + 4 * claim[3]
+    while i + 3 <= #claim do
+      parts[#parts + 1] = claim[i] .. '\t' .. claim[i + 1] .. '\t' .. claim[i + 2]
+      i = i + 4
+    end
+  end
+  redis.call('SET', K_CALL, table.concat(parts, '\n'), 'PX', math.max(P.lease, 1000))
+end
+
+-- Answers a call sent again from its log: the outcome words as recorded,
+-- then (want_claim) a claim reply with the jobs whose lease is still the
+-- one handed out (wake 0: look again at once). Returns nil for a new call.
+local function call_replay(want_claim)
+  if not K_CALL then return nil end
+  local log = redis.call('GET', K_CALL)
+  if not log then return nil end
+  local out, n, i = {}, nil, 0
+  local jobs = {}
+  for line in string.gmatch(log, '[^\n]+') do
+    if not n then
+      n = tonumber(line)
+    elseif i < n then
+      local w, d, h = string.match(line, '^([^\t]*)\t([^\t]*)\t([^\t]*)$')
+      out[#out + 1] = w
+      out[#out + 1] = d
+      out[#out + 1] = h
+      i = i + 1
+    else
+      local id, token, probe = string.match(line, '^([^\t]*)\t([^\t]*)\t([^\t]*)$')
+      if redis.call('HGET', K_LEASES, id) == token then
+        local rec = redis.call('HGET', K_JOBS, id)
+        if rec then
+          jobs[#jobs + 1] = id
+          jobs[#jobs + 1] = token
+          jobs[#jobs + 1] = probe
+          jobs[#jobs + 1] = rec
+        end
+      end
+    end
+  end
+  if want_claim then
+    local word = 'EMPTY'
+    if #jobs > 0 then word = 'CLAIMED' end
+    out[#out + 1] = word
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+    for _, v in ipairs(jobs) do out[#out + 1] = v end
+  end
+  return out
 end

@@ -1,8 +1,8 @@
 -- publish.lua — store new jobs, atomically per call.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..17]: queue parameters (lib.lua).
--- ARGV[18]: n, the number of jobs; then per job 4 values:
+-- ARGV[1..19]: queue parameters (lib.lua).
+-- ARGV[20]: n, the number of jobs; then per job 4 values:
 --   id, idempotency key ("" for none), delay ms, raw payload bytes.
 -- A job id already stored (the same call run again by a client retry) is
 -- reported as NEW again and nothing is written.
@@ -43,11 +43,12 @@ if #keyed > 0 then
   end
 end
 
-local out, hset, zadd, idem = { now }, {}, {}, {}
+local out, hset, zadd, life, idem = { now }, {}, {}, {}, {}
 local fresh = {} -- keyed jobs stored by this call: id -> true
 -- Jobs without a delay share one meta prefix and one due time, formatted once.
 local now_s = fmt('%d', now)
-local plain = fmt('{"c":%s,"s":%s,"x":%d,"st":"p"', now_s, now_s, now + P.lifetime)
+local plain_x = fmt('%d', now + P.lifetime)
+local plain = fmt('{"c":%s,"s":%s,"x":%s,"st":"p"', now_s, now_s, plain_x)
 local plain_rec = plain .. '}\n'
 
 for i = 1, n do
@@ -75,12 +76,13 @@ for i = 1, n do
   else
     -- The meta of a new job has a fixed shape: formatted, not cjson-encoded
     -- (see encode_meta). Its due time goes to ZADD as that same string.
-    local delay, due_s, rec = ARGV[b + 2], now_s, nil
+    local delay, due_s, x_s, rec = ARGV[b + 2], now_s, plain_x, nil
     local meta = plain
     if delay ~= '0' then
       local due = now + tonumber(delay)
       due_s = fmt('%d', due)
-      meta = fmt('{"c":%s,"s":%s,"x":%d,"st":"p"', now_s, due_s, due + P.lifetime)
+      x_s = fmt('%d', due + P.lifetime)
+      meta = fmt('{"c":%s,"s":%s,"x":%s,"st":"p"', now_s, due_s, x_s)
     end
     if key ~= '' then
       rec = meta .. ',"k":' .. cjson.encode(key) .. '}\n' .. ARGV[b + 3]
@@ -98,12 +100,15 @@ for i = 1, n do
     hset[h + 2] = rec
     zadd[h + 1] = due_s
     zadd[h + 2] = id
+    life[h + 1] = x_s
+    life[h + 2] = id
     out[i + 1] = ''
   end
 end
 if #hset > 0 then
   redis.call('HSET', K_JOBS, unpack(hset))
   redis.call('ZADD', K_WAITING, unpack(zadd))
+  redis.call('ZADD', K_LIFETIMES, unpack(life))
   redis.call('HINCRBY', K_STATE, 'n_pending', #zadd / 2)
 end
 if #idem > 0 then redis.call('HSET', K_IDEM, unpack(idem)) end

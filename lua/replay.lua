@@ -2,8 +2,8 @@
 -- and defers reset, a fresh lifetime from now, pending again.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..17]: queue parameters (lib.lua).
--- ARGV[18]: "ids" or "all"; ARGV[19..]: job ids (ids), or ARGV[19] = the most
+-- ARGV[1..19]: queue parameters (lib.lua).
+-- ARGV[20]: "ids" or "all"; ARGV[21..]: job ids (ids), or ARGV[21] = the most
 --   to replay in this call (all; the caller repeats while more remain).
 -- Returns {replayed, remaining dead}.
 local now = now_ms()

@@ -4,10 +4,12 @@
 -- so a daemon that wakes from a pause cannot overwrite newer state.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..17]: queue parameters (lib.lua).
--- ARGV[18]: n outcomes; then per outcome 7 values:
+-- KEYS[12]: the call log of the refill's token prefix (lib.lua K_CALL).
+-- ARGV[1..19]: queue parameters (lib.lua).
+-- ARGV[20]: n outcomes; then per outcome 7 values:
 --   id, token, kind, webhook status code ("" if none), error text,
---   retryAfter ms (defer only), reason (defer only).
+--   retryAfter (defer only): ms, or "@<unix ms>" for an HTTP-date
+--   Retry-After, turned into a wait here on Redis' clock; reason (defer only).
 --   then, optionally, 2 values: max, token prefix — claim up to max jobs in the
 --   same call (claim.lua's logic), so a busy daemon refills the slots its
 --   outcomes freed with one script call and one round trip instead of two —
@@ -17,13 +19,20 @@
 --   kind: "ok" standard-mode 2xx; "delivered" ack-mode 2xx (now awaiting ack);
 --         "fail" failure; "defer" 429/503/529 (always queue scope);
 --         "release" hand the job back untouched (graceful shutdown).
--- Returns a flat array, per outcome: word, detail; followed, when a claim was
--- asked for, by claim.lua's reply {word, wake_ms, jobs...}.
+-- Returns a flat array, per outcome: word, detail, hold; followed, when a
+-- claim was asked for, by claim.lua's reply {word, wake_ms, jobs...}.
+--   hold: "" or "breaker|<release ms>" when this outcome (a failure) held
+--   the queue by the breaker (semantics.md §4b).
+-- A call sent again (the same token prefix, within one lease) is answered
+-- from the call log: the words recorded then and the jobs it leased.
 --   COMPLETED | REOPENED (a probe's success reopened the queue) | AWAITING |
 --   RETRY <due ms> | DEAD <reason> | DEFERRED <release ms> | RELEASED |
 --   STALE (token no longer current: nothing written).
-local now = now_ms()
 local n = tonumber(ARGV[ARG0 + 1])
+local claim_max = tonumber(ARGV[ARG0 + 2 + n * 7])
+local again = call_replay(claim_max and claim_max > 0)
+if again then return again end
+local now = now_ms()
 local out = {}
 local ids = {}
 for i = 0, n - 1 do ids[i + 1] = ARGV[ARG0 + 2 + i * 7] end
@@ -42,7 +51,13 @@ for i = 0, n - 1 do
   local b = ARG0 + 2 + i * 7
   local id, token, kind = ARGV[b], ARGV[b + 1], ARGV[b + 2]
   local code = tonumber(ARGV[b + 3])
-  local err, retry_after, reason = ARGV[b + 4], tonumber(ARGV[b + 5]), ARGV[b + 6]
+  local err, retry_after, reason = ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
+  if string.sub(retry_after, 1, 1) == '@' then
+    retry_after = math.max(0, tonumber(string.sub(retry_after, 2)) - now)
+  else
+    retry_after = tonumber(retry_after)
+  end
+  tripped = nil
   local rec, lease = recs[i + 1], leases[i + 1]
   local word, detail
   -- The fast path: the first delivery of a job, a 2xx in standard mode, not
@@ -87,9 +102,10 @@ for i = 0, n - 1 do
       save(id, m, payload)
       redis.call('ZADD', K_INFLIGHT, '+inf', PLACEHOLDER, now + P.ack_timeout, id)
       redis.call('HINCRBY', K_STATE, 'n_awaiting', 1)
+      breaker_reset() -- the webhook answered 2xx: it works
       word, detail = 'AWAITING', tostring(now + P.ack_timeout)
     elseif kind == 'fail' then
-      word, detail = on_failure(id, m, payload, now, 'failed', code, err, true, nil)
+      word, detail = on_failure(id, m, payload, now, 'failed', code, err, true, nil, true)
     elseif kind == 'defer' then
       word, detail = on_defer(id, m, payload, now, retry_after, 'queue', reason, code)
     elseif kind == 'release' then
@@ -105,16 +121,22 @@ for i = 0, n - 1 do
   if word ~= 'STALE' then written[id] = true end
   out[#out + 1] = word
   out[#out + 1] = detail
+  out[#out + 1] = tripped and fmt('breaker|%d', tripped) or ''
 end
 if #done_ids > 0 then
   redis.call('ZREM', K_INFLIGHT, unpack(done_ids))
   redis.call('HDEL', K_LEASES, unpack(done_ids))
   redis.call('HSET', K_JOBS, unpack(done_recs))
   redis.call('ZADD', K_PURGE, unpack(done_purge))
+  breaker_reset()
 end
-local claim_max = tonumber(ARGV[ARG0 + 2 + n * 7])
+local claim = nil
 if claim_max and claim_max > 0 then
   local skip = ARGV[ARG0 + 4 + n * 7] == '0'
-  for _, v in ipairs(claim_jobs(now, claim_max, ARGV[ARG0 + 3 + n * 7], skip)) do out[#out + 1] = v end
+  claim = claim_jobs(now, claim_max, ARGV[ARG0 + 3 + n * 7], skip)
+end
+call_record(out, claim)
+if claim then
+  for _, v in ipairs(claim) do out[#out + 1] = v end
 end
 return out

@@ -352,7 +352,13 @@ func (m *Metrics) Settled(queue string, o store.Outcome, s store.Settled, took t
 	if o.Kind == store.OutcomeDefer && (s.Word == "DEFERRED" || s.Word == "DEAD") {
 		// A 429/503/529 is always queue scope: it holds the queue even when
 		// the reporting job dies of it.
-		m.noteQueueDefer(queue, probe, o.RetryAfter, s)
+		ra := o.RetryAfter
+		if !o.RetryAt.IsZero() {
+			// An HTTP-date: the wait was computed on Redis' clock; ours
+			// approximates it for telling holds apart.
+			ra = max(time.Until(o.RetryAt), 0)
+		}
+		m.noteQueueDefer(queue, probe, ra, s)
 	}
 	if !probe {
 		return

@@ -119,11 +119,23 @@ type Reaped struct {
 	Detail string
 }
 
+// NewCall names one claim or settle call. Sending a call again under the
+// same name, after an error that may have hidden its reply (a read timeout
+// while Redis stalled), returns what the first run did instead of claiming
+// more: its leases are never left belonging to nobody.
+func (s *Store) NewCall() string { return s.token() }
+
 // Claim takes up to max due jobs for delivery, enforcing hold, probe,
 // concurrency and rate limit fleet-wide.
 func (s *Store) Claim(ctx context.Context, q config.Queue, max int) (ClaimResult, error) {
-	args := append(s.params(q, 2), max, s.token())
-	res, err := s.run(ctx, lua.Claim, q, args)
+	return s.ClaimCall(ctx, q, max, s.NewCall())
+}
+
+// ClaimCall is Claim under a call name from NewCall: the caller sends a
+// failed call again with the same name (see NewCall).
+func (s *Store) ClaimCall(ctx context.Context, q config.Queue, max int, call string) (ClaimResult, error) {
+	args := append(s.params(q, 2), max, call)
+	res, err := s.runCall(ctx, lua.Claim, q, call, args)
 	if err != nil {
 		return ClaimResult{}, err
 	}
@@ -235,15 +247,35 @@ type Outcome struct {
 	StatusCode int // 0: no HTTP response
 	Error      string
 	RetryAfter time.Duration
-	Reason     string
+	// RetryAt, when not zero, is an absolute release time (a Retry-After
+	// HTTP-date): the script turns it into a wait on Redis' clock, so the
+	// daemon's own clock never enters a release time. It overrides RetryAfter.
+	RetryAt time.Time
+	Reason  string
 }
 
 // Settled is what recording one outcome did.
 type Settled struct {
-	// Word is COMPLETED, REOPENED, AWAITING, RETRY, DEAD, DEFERRED, RELEASED or STALE.
+	// Word is COMPLETED, REOPENED, AWAITING, RETRY, DEAD, DEFERRED, RELEASED
+	// or STALE; for a callback also ACKED (a repeated ack) or REPEATED (a
+	// nack or defer sent again after its reply was lost: applied once, 2xx).
 	Word string
 	// Detail is the dead reason for DEAD, a time in ms for RETRY/DEFERRED/AWAITING.
 	Detail string
+	// BreakerUntil, when not zero, is the release time of the breaker hold
+	// (semantics.md §4b) that this outcome started or extended.
+	BreakerUntil time.Time
+}
+
+// parseHold reads the hold value of a settle or callback reply.
+func parseHold(v any) time.Time {
+	h := toStr(v)
+	if ms, ok := strings.CutPrefix(h, "breaker|"); ok {
+		if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
+			return fromMS(n)
+		}
+	}
+	return time.Time{}
 }
 
 // Settle records outcomes of this daemon's deliveries in one script call.
@@ -263,6 +295,10 @@ type Refill struct {
 	// Redis about 30 µs per call, so the dispatcher runs it only every few
 	// milliseconds; a plain Claim always runs it.
 	SkipHousekeeping bool
+	// Call names the call (NewCall); "" makes a new name. A caller that
+	// sends a failed settle again passes the same name, so the call's
+	// outcomes and claims are answered from its first run if it had one.
+	Call string
 }
 
 // SettleAndClaim records outcomes and, in the same script call, claims jobs
@@ -270,6 +306,10 @@ type Refill struct {
 // slots with one call and one round trip instead of two.
 func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []Outcome, refill Refill) ([]Settled, ClaimResult, error) {
 	max := refill.Max
+	call := refill.Call
+	if call == "" {
+		call = s.NewCall()
+	}
 	args := s.params(q, 4+7*len(outcomes))
 	args = append(args, len(outcomes))
 	for _, o := range outcomes {
@@ -277,29 +317,33 @@ func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []O
 		if o.StatusCode > 0 {
 			code = strconv.Itoa(o.StatusCode)
 		}
-		args = append(args, o.ID, o.Token, string(o.Kind), code, o.Error, ms(o.RetryAfter), o.Reason)
+		var retry any = ms(o.RetryAfter)
+		if !o.RetryAt.IsZero() {
+			retry = "@" + strconv.FormatInt(o.RetryAt.UnixMilli(), 10)
+		}
+		args = append(args, o.ID, o.Token, string(o.Kind), code, o.Error, retry, o.Reason)
 	}
 	if max > 0 {
-		args = append(args, max, s.token())
+		args = append(args, max, call)
 		if refill.SkipHousekeeping {
 			args = append(args, "0")
 		}
 	}
-	res, err := s.run(ctx, lua.Settle, q, args)
+	res, err := s.runCall(ctx, lua.Settle, q, call, args)
 	if err != nil {
 		return nil, ClaimResult{}, err
 	}
 	arr, _ := res.([]any)
-	if len(arr) < 2*len(outcomes) {
+	if len(arr) < 3*len(outcomes) {
 		return nil, ClaimResult{}, fmt.Errorf("settle on queue %s: unexpected reply of %d values", q.Name, len(arr))
 	}
 	out := make([]Settled, len(outcomes))
 	for i := range outcomes {
-		out[i] = Settled{Word: toStr(arr[2*i]), Detail: toStr(arr[2*i+1])}
+		out[i] = Settled{Word: toStr(arr[3*i]), Detail: toStr(arr[3*i+1]), BreakerUntil: parseHold(arr[3*i+2])}
 	}
 	var claim ClaimResult
 	if max > 0 {
-		if claim, err = parseClaim(q, arr[2*len(outcomes):]); err != nil {
+		if claim, err = parseClaim(q, arr[3*len(outcomes):]); err != nil {
 			return nil, ClaimResult{}, err
 		}
 	}
@@ -329,10 +373,10 @@ func (s *Store) Callback(ctx context.Context, q config.Queue, cb Callback) (Sett
 		return Settled{}, err
 	}
 	arr, _ := res.([]any)
-	if len(arr) != 2 {
+	if len(arr) != 3 {
 		return Settled{}, fmt.Errorf("callback on queue %s: unexpected reply", q.Name)
 	}
-	r := Settled{Word: toStr(arr[0]), Detail: toStr(arr[1])}
+	r := Settled{Word: toStr(arr[0]), Detail: toStr(arr[1]), BreakerUntil: parseHold(arr[2])}
 	switch r.Word {
 	case "NOTFOUND":
 		return r, ErrNotFound
@@ -456,6 +500,7 @@ type histEntry struct {
 	Code       *float64 `json:"code"`
 	TS         float64  `json:"ts"`
 	Probe      bool     `json:"probe"`
+	Acked      bool     `json:"acked"`
 	RetryAfter *float64 `json:"retryAfter"`
 	Scope      string   `json:"scope"`
 	Reason     *string  `json:"reason"`
@@ -536,8 +581,13 @@ func decodeJob(q config.Queue, id string, rec, hist []byte) (*Job, error) {
 		}
 		for _, e := range entries {
 			a := Attempt{Attempt: int(e.Attempt), Status: e.Status, Error: e.Error,
-				Timestamp: fromMS(int64(e.TS)), Probe: e.Probe, RetryAfter: e.RetryAfter,
+				Timestamp: fromMS(int64(e.TS)), Probe: e.Probe, Acked: e.Acked, RetryAfter: e.RetryAfter,
 				Scope: e.Scope, Reason: e.Reason}
+			if a.Status == "acked" {
+				// Stored before acks were written as SimpleQ's "success":
+				// read back as what they are, nothing rewritten.
+				a.Status, a.Acked = "success", true
+			}
 			if e.Code != nil {
 				c := int(*e.Code)
 				a.WebhookStatusCode = &c

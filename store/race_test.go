@@ -122,7 +122,8 @@ func TestRaceCallbacksOneWinner(t *testing.T) {
 			require.Equal(t, "COMPLETED", words[winner])
 			require.Equal(t, store.StatusCompleted, j.Status)
 			require.Equal(t, 1, j.Attempts)
-			require.Equal(t, "acked", j.History[0].Status)
+			require.Equal(t, "success", j.History[0].Status)
+			require.True(t, j.History[0].Acked)
 		case store.CallbackNack:
 			require.Equal(t, "RETRY", words[winner])
 			require.Equal(t, store.StatusProcessing, j.Status)

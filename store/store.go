@@ -123,28 +123,43 @@ func (s *Store) Keys(queue string) []string {
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-// params builds ARGV[1..17] of lib.lua for a queue.
+// callKey is the call log of one claim or settle call (lib.lua K_CALL),
+// passed as KEYS[12]: it carries the queue's hash tag like every key.
+func (s *Store) callKey(queue, call string) string {
+	return s.opts.Prefix + ":{" + queue + "}:call:" + call
+}
+
+// params builds ARGV[1..19] of lib.lua for a queue.
 func (s *Store) params(q config.Queue, extra int) []any {
 	jitter := "0"
 	if q.Backoff.Jitter {
 		jitter = "1"
 	}
-	a := make([]any, 0, 17+extra)
+	a := make([]any, 0, 19+extra)
 	return append(a,
 		q.Mode, q.Concurrency, q.RateLimitMax, ms(q.RateLimitWindow),
 		q.MaxAttempts, q.MaxDefers, ms(q.Timeout+s.opts.LeaseMargin), ms(q.AckTimeout),
 		q.AckTimeoutAction, q.Backoff.Type, ms(q.Backoff.Base), ms(q.Backoff.Max), jitter,
 		ms(q.JobLifetime), ms(q.Retention), strconv.FormatFloat(rand.Float64(), 'f', 8, 64),
-		s.opts.MaintenanceBatch,
+		s.opts.MaintenanceBatch, q.Breaker.Failures, ms(q.Breaker.HoldFor),
 	)
 }
 
 func (s *Store) run(ctx context.Context, name string, q config.Queue, args []any) (any, error) {
+	return s.runKeys(ctx, name, q, s.Keys(q.Name), args)
+}
+
+// runCall runs a claim or settle script with the call log of call as KEYS[12].
+func (s *Store) runCall(ctx context.Context, name string, q config.Queue, call string, args []any) (any, error) {
+	return s.runKeys(ctx, name, q, append(s.Keys(q.Name), s.callKey(q.Name, call)), args)
+}
+
+func (s *Store) runKeys(ctx context.Context, name string, q config.Queue, keys []string, args []any) (any, error) {
 	var began time.Time
 	if s.opts.OnScript != nil {
 		began = time.Now()
 	}
-	res, err := s.scripts[name].Run(ctx, s.rdb, s.Keys(q.Name), args...).Result()
+	res, err := s.scripts[name].Run(ctx, s.rdb, keys, args...).Result()
 	if s.opts.OnScript != nil {
 		callErr := err
 		if isNil(err) {

@@ -53,14 +53,17 @@ type Published struct {
 // Attempt is one entry of a job's history.
 type Attempt struct {
 	Attempt           int
-	Status            string // success, failed, nacked, deferred, acked
+	Status            string // SimpleQ's: success, failed, nacked, deferred
 	Error             *string
 	WebhookStatusCode *int
 	Timestamp         time.Time
 	Probe             bool
-	RetryAfter        *float64 // seconds, defers only
-	Scope             string   // defers only
-	Reason            *string  // defers only
+	// Acked marks a success that an ack-mode worker's ack reported (the
+	// entry's webhookStatusCode is the delivery's 2xx).
+	Acked      bool
+	RetryAfter *float64 // seconds, defers only
+	Scope      string   // defers only
+	Reason     *string  // defers only
 }
 
 // Job is the full view of a job, as GET /v1/jobs/{id} reports it.

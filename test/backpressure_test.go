@@ -249,6 +249,13 @@ func bpHist(t *testing.T, job map[string]any) []map[string]any {
 }
 
 // bpEntry checks the common fields of one history entry.
+// bpAcked checks an ack's entry: SimpleQ's "success", with acked true.
+func bpAcked(t *testing.T, e map[string]any, attempt int, code any, probe bool) {
+	t.Helper()
+	bpEntry(t, e, "success", attempt, code, probe)
+	require.Equal(t, true, e["acked"], "an ack's entry is marked acked: %v", e)
+}
+
 func bpEntry(t *testing.T, e map[string]any, status string, attempt int, code any, probe bool) {
 	t.Helper()
 	require.Equal(t, status, e["status"], "history entry %v", e)
@@ -1091,7 +1098,7 @@ func TestBackpressureAckCallbacks(t *testing.T) {
 	require.NotNil(t, job["completedAt"])
 	h := bpHist(t, job)
 	require.Len(t, h, 1)
-	bpEntry(t, h[0], "acked", 1, 200, false)
+	bpAcked(t, h[0], 1, 200, false)
 	bpAccepted(t, d, j1, "ack", nil) // repeated ack: 200 again
 	bpAccepted(t, d, j1, "ack", map[string]any{"attempt": 1})
 	require.Len(t, bpHist(t, d.Job(j1)), 1, "a repeated ack records nothing")
@@ -1117,7 +1124,7 @@ func TestBackpressureAckCallbacks(t *testing.T) {
 	require.Len(t, h, 2)
 	bpEntry(t, h[0], "nacked", 1, 200, false)
 	require.Equal(t, "flaky", h[0]["error"])
-	bpEntry(t, h[1], "acked", 2, 200, false)
+	bpAcked(t, h[1], 2, 200, false)
 
 	// nack retryable:false → dead / nacked; a dead job accepts no callback
 	j3 := d.Publish("ackapi", map[string]any{"n": 3})
@@ -1171,7 +1178,7 @@ func TestBackpressureAckCallbacks(t *testing.T) {
 	require.Len(t, h, 2)
 	bpDeferEntry(t, h[0], 1, 200, false, 1, "queue")
 	require.Equal(t, "anthropic 429", h[0]["reason"])
-	bpEntry(t, h[1], "acked", 1, 200, true)
+	bpAcked(t, h[1], 1, 200, true)
 	require.Equal(t, "open", bpQueue(t, d, "ackapi").State)
 }
 
@@ -1228,7 +1235,8 @@ func TestBackpressureAckCallbackBeforeWebhookAnswers(t *testing.T) {
 	require.EqualValues(t, 1, job["attempts"])
 	h := bpHist(t, job)
 	require.Len(t, h, 1, "history: %v", h)
-	require.Equal(t, "acked", h[0]["status"])
+	require.Equal(t, "success", h[0]["status"])
+	require.Equal(t, true, h[0]["acked"])
 	require.EqualValues(t, 1, h[0]["attempt"])
 	require.Equal(t, bpCounts(0, 0, 0, 0), bpQueue(t, d, "early-ack").Counts)
 	require.Len(t, ackHook.StartedFor(a), 1)
@@ -1244,7 +1252,8 @@ func TestBackpressureAckCallbackBeforeWebhookAnswers(t *testing.T) {
 	h = bpHist(t, job)
 	require.Len(t, h, 2, "history: %v", h)
 	ts := bpDeferEntry(t, h[0], 1, nil, false, 0.2, "queue")
-	require.Equal(t, "acked", h[1]["status"])
+	require.Equal(t, "success", h[1]["status"])
+	require.Equal(t, true, h[1]["acked"])
 	require.Equal(t, true, h[1]["probe"])
 	require.EqualValues(t, 1, job["attempts"])
 	require.EqualValues(t, 1, job["deferCount"])
@@ -1279,7 +1288,7 @@ func TestBackpressureAckTimeout(t *testing.T) {
 	require.Len(t, h, 2)
 	bpEntry(t, h[0], "failed", 1, 200, false)
 	require.Contains(t, h[0]["error"], "ack timeout")
-	bpEntry(t, h[1], "acked", 2, 200, false)
+	bpAcked(t, h[1], 2, 200, false)
 	retryHook.WaitIdle(t, 5*time.Second)
 	ds := retryHook.Finished()
 	bpAttempts(t, ds, []int{1, 2}, []int{0, 0})
@@ -1334,7 +1343,7 @@ func TestBackpressureAckProbeJudgedOnAck(t *testing.T) {
 	h := bpHist(t, ds[0].Job(j1))
 	require.Len(t, h, 2)
 	bpDeferEntry(t, h[0], 1, 200, false, 1, "queue")
-	bpEntry(t, h[1], "acked", 1, 200, true)
+	bpAcked(t, h[1], 1, 200, true)
 	bpAttempts(t, hook.StartedFor(j1), []int{1, 1}, []int{0, 1})
 }
 
@@ -1488,7 +1497,7 @@ func TestBackpressureScopeJob(t *testing.T) {
 	require.Len(t, h, 2)
 	ts := bpDeferEntry(t, h[0], 1, 200, false, 0.5, "job")
 	require.Equal(t, "resource not ready", h[0]["reason"])
-	bpEntry(t, h[1], "acked", 1, 200, false)
+	bpAcked(t, h[1], 1, 200, false)
 
 	hook.WaitIdle(t, 5*time.Second)
 	mine := hook.FinishedFor(j1)
