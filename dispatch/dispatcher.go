@@ -131,15 +131,24 @@ func (d *Dispatcher) SetQueues(queues map[string]config.Queue) {
 // Wake makes this daemon's pump for queue claim now.
 //
 // state says whether the signal can end a pause or hold (a resume, a
-// callback, a reopened queue); a mere "new work" signal is ignored by a pump
-// whose last claim found its queue paused or held.
+// callback, a reopened queue); a mere "new work" signal does not make a pump
+// whose last claim found its queue paused or held claim now, only no later
+// than the new job's lifetime end.
 func (d *Dispatcher) Wake(queue string, state bool) {
 	d.mu.Lock()
 	p := d.pumps[queue]
 	d.mu.Unlock()
-	if p != nil && (state || !p.idle.Load()) {
-		p.wake()
+	if p == nil {
+		return
 	}
+	if state || !p.idle.Load() {
+		p.wake()
+		return
+	}
+	// New work on a held or paused queue: nothing can be delivered, but
+	// the new job's lifetime ends within jobLifetime, and it must die on
+	// time (semantics.md 4), so claim (housekeeping) no later than that.
+	p.wakeWithin(p.q.Load().JobLifetime)
 }
 
 // WakeAll makes every pump claim now (after a pub/sub reconnect, say).

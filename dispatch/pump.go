@@ -26,6 +26,13 @@ type pump struct {
 	// work cannot be delivered then, so "new work" wake-ups are ignored
 	// (see Dispatcher.Wake); a state wake-up or the claim's timer ends it.
 	idle atomic.Bool
+	// wakeBy (unix ns, 0: none) is the latest time an idle pump may wait
+	// before its next claim: a job published meanwhile ends its lifetime
+	// within jobLifetime, and that end must be handled on time while the
+	// queue is held or paused (housekeeping runs in claims). soonCh tells
+	// the waiting loop to look at it.
+	wakeBy atomic.Int64
+	soonCh chan struct{}
 	// deliveries tracks delivery goroutines, so run returns only after all
 	// outcomes are recorded.
 	deliveries sync.WaitGroup
@@ -60,7 +67,7 @@ type settleItem struct {
 }
 
 func newPump(d *Dispatcher, q config.Queue) *pump {
-	p := &pump{d: d, name: q.Name, wakeCh: make(chan struct{}, 1), stopCh: make(chan struct{}),
+	p := &pump{d: d, name: q.Name, wakeCh: make(chan struct{}, 1), soonCh: make(chan struct{}, 1), stopCh: make(chan struct{}),
 		settleCh: make(chan settleItem, 1024), handoff: make(chan delivery), quit: make(chan struct{}),
 		born: time.Now()}
 	p.housekept.Store(math.MinInt64 / 2) // never: the first settle call runs it
@@ -73,6 +80,25 @@ func (p *pump) setQueue(q config.Queue) { p.q.Store(&q) }
 func (p *pump) wake() {
 	select {
 	case p.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// wakeWithin makes an idle pump claim no later than d from now (earlier if
+// it was due earlier anyway), without claiming at once.
+func (p *pump) wakeWithin(d time.Duration) {
+	by := time.Now().Add(d).UnixNano()
+	for {
+		cur := p.wakeBy.Load()
+		if cur != 0 && cur <= by {
+			return
+		}
+		if p.wakeBy.CompareAndSwap(cur, by) {
+			break
+		}
+	}
+	select {
+	case p.soonCh <- struct{}{}:
 	default:
 	}
 }
@@ -133,6 +159,8 @@ func (p *pump) run(ctx context.Context) {
 		if call == "" {
 			call = p.d.opts.Store.NewCall()
 		}
+		// This claim's wake time covers every job stored before it starts.
+		p.wakeBy.Store(0)
 		res, err := p.d.opts.Store.ClaimCall(ctx, q, free, call)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -158,19 +186,33 @@ func (p *pump) run(ctx context.Context) {
 		if wait < 0 || wait > p.d.opts.SafetyWake {
 			wait = p.d.opts.SafetyWake
 		}
-		timer.Reset(wait)
+		if !p.sleep(ctx, timer, wait) {
+			return
+		}
+	}
+}
+
+// sleep waits up to wait for a wake-up, or until wakeBy if that comes
+// first (it can move earlier while waiting). It reports false when the pump
+// must end.
+func (p *pump) sleep(ctx context.Context, timer *time.Timer, wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	timer.Reset(wait)
+	defer timer.Stop()
+	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-p.stopCh:
-			return
+			return false
 		case <-p.wakeCh:
+			return true
 		case <-timer.C:
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
+			return true
+		case <-p.soonCh:
+			if by := p.wakeBy.Load(); by != 0 && time.Unix(0, by).Before(deadline) {
+				deadline = time.Unix(0, by)
+				timer.Reset(max(time.Until(deadline), 0))
 			}
 		}
 	}

@@ -252,6 +252,14 @@ func (l *Log) Settled(queue string, o store.Outcome, s store.Settled, _ time.Dur
 	l.recordLocked(queue, d)
 	// A settled "defer" outcome is always queue scope (settle.lua).
 	l.derivedLocked(queue, base, s, o.Kind == store.OutcomeDefer, o.RetryAfter, o.Reason)
+	if !s.BreakerUntil.IsZero() {
+		// The failure tripped the breaker (or, past it, held the queue again).
+		h := base
+		h.Kind = KindHold
+		h.Until = s.BreakerUntil
+		h.Reason = "breaker: " + o.Error
+		l.recordLocked(queue, h)
+	}
 }
 
 // Reaped records a job that housekeeping moved on (a lost delivery, an ack

@@ -89,6 +89,7 @@ type Metrics struct {
 	deliveries        *prometheus.CounterVec
 	probes            *prometheus.CounterVec
 	holdsStarted      *prometheus.CounterVec
+	breakerHolds      *prometheus.CounterVec
 	dead              *prometheus.CounterVec
 	deliveryDuration  *prometheus.HistogramVec
 	publishToDelivery *prometheus.HistogramVec
@@ -176,6 +177,12 @@ func New(opts Options) *Metrics {
 			Help: "Queue-scope backpressure holds started by defers this daemon recorded (approximate: a defer that " +
 				"extends a hold another daemon started is counted as a start here).",
 		}, []string{"queue"}),
+		breakerHolds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "simpleqd_breaker_holds_total",
+			Help: "Holds started by the breaker (semantics.md §4b: breaker.failures consecutive failed deliveries, " +
+				"or a failed probe after a breaker hold) on outcomes this daemon recorded; also counted in " +
+				"simpleqd_holds_started_total.",
+		}, []string{"queue"}),
 		dead: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "simpleqd_jobs_dead_total",
 			Help: "Jobs dead-lettered by outcomes and callbacks this daemon recorded, by reason (deaths found by " +
@@ -211,7 +218,7 @@ func New(opts Options) *Metrics {
 		m.scriptDuration.WithLabelValues(name)
 		m.scriptErrors.WithLabelValues(name)
 	}
-	m.reg.MustRegister(m.published, m.deliveries, m.probes, m.holdsStarted, m.dead,
+	m.reg.MustRegister(m.published, m.deliveries, m.probes, m.holdsStarted, m.breakerHolds, m.dead,
 		m.deliveryDuration, m.publishToDelivery, m.scriptDuration, m.scriptErrors,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -243,6 +250,7 @@ func (m *Metrics) InitQueues(names []string) {
 	for _, q := range names {
 		m.published.WithLabelValues(q)
 		m.holdsStarted.WithLabelValues(q)
+		m.breakerHolds.WithLabelValues(q)
 		for _, o := range outcomes {
 			m.deliveries.WithLabelValues(q, o)
 		}
@@ -349,6 +357,9 @@ func (m *Metrics) Settled(queue string, o store.Outcome, s store.Settled, took t
 		delete(m.heldUntil, queue)
 	}
 	delete(m.probesOut, o.ID)
+	if !s.BreakerUntil.IsZero() {
+		m.noteBreakerHold(queue, probe, s.BreakerUntil)
+	}
 	if o.Kind == store.OutcomeDefer && (s.Word == "DEFERRED" || s.Word == "DEAD") {
 		// A 429/503/529 is always queue scope: it holds the queue even when
 		// the reporting job dies of it.
@@ -434,6 +445,22 @@ func (m *Metrics) noteQueueDefer(queue string, probe bool, retryAfter time.Durat
 		m.holdsStarted.WithLabelValues(queue).Inc()
 	}
 	if !known || release > until {
+		m.heldUntil[queue] = release
+	}
+}
+
+// noteBreakerHold counts a breaker hold (semantics.md §4b) as a hold start
+// when it did not fall inside a hold this daemon already knew of: the
+// failure that tripped it, or a failed probe (the queue was probing).
+// Callers hold m.mu.
+func (m *Metrics) noteBreakerHold(queue string, probe bool, until time.Time) {
+	release := until.UnixMilli()
+	known, ok := m.heldUntil[queue]
+	if probe || !ok || m.now().UnixMilli() >= known {
+		m.holdsStarted.WithLabelValues(queue).Inc()
+		m.breakerHolds.WithLabelValues(queue).Inc()
+	}
+	if !ok || release > known {
 		m.heldUntil[queue] = release
 	}
 }

@@ -205,7 +205,8 @@ queues:
 	require.Equal(t, "provider 429", aj.History[0].Reason)
 	require.Equal(t, client.AttemptNacked, aj.History[1].Status)
 	require.Equal(t, "flaky", aj.History[1].Error)
-	require.Equal(t, client.AttemptAcked, aj.History[2].Status)
+	require.Equal(t, client.AttemptSuccess, aj.History[2].Status)
+	require.True(t, aj.History[2].Acked)
 	require.Equal(t, 2, aj.History[2].Attempt)
 
 	// A non-retryable nack dead-letters at once.
