@@ -175,8 +175,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	})
 	// The dispatcher starts once the scripts are loaded.
 	g.Go(func() error {
-		if !d.loadScripts(gctx) {
-			return nil
+		if ok, err := d.loadScripts(gctx); !ok {
+			return err
 		}
 		d.ready.Store(true)
 		go func() { _ = d.bus.Run(gctx, d.disp.WakeAll) }()
@@ -222,28 +222,53 @@ func newHTTPServer(h http.Handler, maxBody int64, log *zap.Logger) *fastserve.Se
 	}, log)
 }
 
-// loadScripts retries until Redis answers; meanwhile /readyz says 503.
-func (d *Daemon) loadScripts(ctx context.Context) bool {
+// loadScripts retries until Redis answers; meanwhile /readyz says 503. It
+// gives up with an error, which ends Run, only on a Redis the scripts cannot
+// run on: waiting would not change that, and a daemon that looked alive
+// but failed every script would hide it.
+func (d *Daemon) loadScripts(ctx context.Context) (bool, error) {
 	delay := 100 * time.Millisecond
 	for {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := d.store.Load(lctx)
+		err := d.checkVersion(lctx)
+		if err == nil {
+			err = d.store.Load(lctx)
+		}
 		cancel()
+		if errors.Is(err, store.ErrUnsupportedRedis) {
+			return false, err
+		}
 		if err == nil {
 			d.checkPersistence(ctx)
-			return true
+			return true, nil
 		}
 		if ctx.Err() != nil {
-			return false
+			return false, nil
 		}
 		d.log.Warn("redis not reachable; retrying", zap.Error(err), zap.Duration("in", delay))
 		select {
 		case <-ctx.Done():
-			return false
+			return false, nil
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 5*time.Second)
 	}
+}
+
+// checkVersion refuses a Redis older than store.MinRedisVersion. A version
+// that cannot be read (INFO denied) is only warned about: the scripts may
+// still run, and if they cannot, every call says why.
+func (d *Daemon) checkVersion(ctx context.Context) error {
+	if d.mini != nil {
+		return nil // the embedded store is miniredis, which reports no version
+	}
+	err := d.store.CheckVersion(ctx)
+	if err == nil || errors.Is(err, store.ErrUnsupportedRedis) || errors.Is(err, store.ErrUnavailable) {
+		return err
+	}
+	d.log.Warn("could not read the Redis version; starting without checking it",
+		zap.String("required", store.MinRedisVersion+" or later"), zap.Error(err))
+	return nil
 }
 
 // checkPersistence warns about Redis settings that can lose jobs.
