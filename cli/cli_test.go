@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/simpleq/simpleqd/client"
 )
 
 // request is what the fake API received.
@@ -337,4 +339,15 @@ func TestIsCommandAndUsage(t *testing.T) {
 	var b bytes.Buffer
 	Usage(&b)
 	require.Contains(t, b.String(), "simpleqd replay QUEUE (--all | ID...)")
+}
+
+// A breaker hold names itself in the one-line state, so an operator reads
+// "the webhook keeps failing", not "rate limited".
+func TestHoldTextNamesTheBreaker(t *testing.T) {
+	now := time.Date(2026, 11, 30, 7, 6, 10, 0, time.UTC)
+	until := now.Add(30 * time.Second)
+	q := client.Queue{Hold: client.Hold{State: client.HoldHeld, Until: &until, Reason: "breaker: 5 consecutive failures; last: webhook responded 401"}}
+	require.Equal(t, "held by breaker until 2026-11-30T07:06:40.000Z (in 30s)", holdText(q, now))
+	q.Hold.Reason = "webhook responded 429"
+	require.Equal(t, "held until 2026-11-30T07:06:40.000Z (in 30s)", holdText(q, now))
 }

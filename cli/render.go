@@ -61,6 +61,9 @@ func holdText(q client.Queue, now time.Time) string {
 	switch h.State {
 	case "held":
 		s := "held"
+		if strings.HasPrefix(h.Reason, "breaker:") {
+			s = "held by breaker"
+		}
 		if h.Until != nil {
 			s += " until " + stamp(h.Until) + " (" + relative(*h.Until, now) + ")"
 		}

@@ -155,10 +155,15 @@ export function holdState(hold) {
   const st = hold.state;
   const wrap = h('span', {class: 'hold', 'data-state': st});
   switch (st) {
-    case 'held':
-      wrap.append(badge('held', 'held', hold.reason || 'backpressure hold'));
+    case 'held': {
+      // A breaker hold (semantics.md §4b) says so on the badge: the webhook
+      // kept failing, which asks for a different fix than a rate limit.
+      const breaker = (hold.reason || '').startsWith('breaker:');
+      wrap.append(badge(breaker ? 'held by breaker' : 'held', 'held', hold.reason || 'backpressure hold'));
       if (hold.until) wrap.append(h('span', {class: 'muted small'}, ' releases in '), countdown(hold.until));
+      if (breaker) wrap.append(h('span', {class: 'muted small hold-reason'}, ' ', hold.reason));
       break;
+    }
     case 'probing':
       wrap.append(badge('probing', 'probing', 'one probe job is out; nothing else is delivered until it succeeds'));
       if (hold.probeJobId) wrap.append(h('span', {class: 'muted small'}, ' probe '), h('a', {href: jobHref(hold.probeJobId), class: 'mono small probe-job', title: hold.probeJobId}, shortId(hold.probeJobId)));
