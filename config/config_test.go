@@ -487,6 +487,39 @@ queues:
 	require.NoError(t, err, "a fixed backoff never reads max")
 }
 
+func TestValidationBreaker(t *testing.T) {
+	t.Parallel()
+	got := problems(t, `
+defaults:
+  breaker: {failures: -1}
+queues:
+  q:
+    webhookUrl: http://h/
+    signingSecret: x
+    breaker: {failures: 5, holdFor: 0s}
+  r:
+    webhookUrl: http://h/
+    signingSecret: x
+    breaker: {failures: many}
+`, nil)
+	requireProblem(t, got, "defaults.breaker.failures", "≥ 0", "-1")
+	requireProblem(t, got, "queues.q.breaker.holdFor", "> 0 when breaker.failures > 0", "0s")
+	requireProblem(t, got, "queues.r.breaker.failures")
+
+	c, err := load(t, `
+defaults:
+  breaker: {failures: 5}
+queues:
+  q:
+    webhookUrl: http://h/
+    signingSecret: x
+    breaker: {holdFor: 2m}
+`, nil)
+	require.NoError(t, err)
+	require.Equal(t, Breaker{Failures: 5, HoldFor: 2 * time.Minute}, c.Queues["q"].Breaker, "a queue inherits what it does not set")
+	require.Equal(t, 30*time.Second, c.Defaults.Breaker.HoldFor)
+}
+
 func TestLoopbackListenNeedsNoKeys(t *testing.T) {
 	t.Parallel()
 	for _, listen := range []string{"127.0.0.1:8080", "127.9.9.9:1", "[::1]:8080", "localhost:8080", "LOCALHOST:80"} {
