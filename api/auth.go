@@ -7,13 +7,15 @@ import (
 	"strings"
 )
 
-// publicPaths need no API key: probes and metrics scrapers carry no secrets.
+// publicPaths need no API key: probes, metrics scrapers and readers of the
+// API's description (openapi.go) carry no secrets.
 // Every other path, including unknown ones, requires a key when keys are
 // configured (deny by default, so a route added later cannot be left open).
 var publicPaths = map[string]bool{
-	"/healthz": true,
-	"/readyz":  true,
-	"/metrics": true,
+	"/healthz":  true,
+	"/readyz":   true,
+	"/metrics":  true,
+	openAPIPath: true,
 }
 
 // requireAuth rejects requests without a valid Bearer key with 401.

@@ -18,10 +18,13 @@
 //
 // Layout: one file per resource (jobs.go, callbacks.go, queues.go, health.go,
 // admin.go for dead letters, replay and pause/resume, events.go for a
-// queue's recent events as this daemon recorded them) each with a
-// register*Routes method called from server.go; shared request plumbing lives
+// queue's recent events as this daemon recorded them, openapi.go for the
+// API's own description, docs/openapi.json) each with a register*Routes
+// method called from server.go; shared request plumbing lives
 // in auth.go, validate.go (body reading and field validation) and errors.go
 // (error bodies and backend error mapping). A new resource adds one file with
 // its own register*Routes method and reuses lookupQueue, readObject, the
-// validator, queueView/jobView and backendError.
+// validator, queueView/jobView and backendError, and describes its route in
+// docs/openapi.json (TestOpenAPIDescribesEveryRoute and test/openapi_test.go
+// fail until it does).
 package api

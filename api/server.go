@@ -104,6 +104,7 @@ func (s *Server) routes() {
 	s.registerQueueRoutes()
 	s.registerAdminRoutes()
 	s.registerEventRoutes()
+	s.registerOpenAPIRoutes()
 }
 
 // jsonFallback answers unknown paths and wrong methods with the contract's
