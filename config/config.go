@@ -189,12 +189,29 @@ type node struct {
 func topSchema(c *Config) []node {
 	return []node{
 		{name: "redis", children: []node{
+			{name: "url", target: &c.Redis.URL},
 			{name: "addr", target: &c.Redis.Addr},
 			{name: "addrs", target: &c.Redis.Addrs},
 			{name: "username", target: &c.Redis.Username},
 			{name: "password", target: &c.Redis.Password},
+			{name: "passwordEnv", target: &c.Redis.PasswordEnv},
 			{name: "db", target: &c.Redis.DB},
 			{name: "prefix", target: &c.Redis.Prefix},
+			{name: "sentinel", children: []node{
+				{name: "masterName", target: &c.Redis.Sentinel.MasterName},
+				{name: "addrs", target: &c.Redis.Sentinel.Addrs},
+				{name: "username", target: &c.Redis.Sentinel.Username},
+				{name: "password", target: &c.Redis.Sentinel.Password},
+				{name: "passwordEnv", target: &c.Redis.Sentinel.PasswordEnv},
+			}},
+			{name: "tls", children: []node{
+				{name: "enabled", target: &c.Redis.TLS.Enabled},
+				{name: "caFile", target: &c.Redis.TLS.CAFile},
+				{name: "certFile", target: &c.Redis.TLS.CertFile},
+				{name: "keyFile", target: &c.Redis.TLS.KeyFile},
+				{name: "serverName", target: &c.Redis.TLS.ServerName},
+				{name: "insecureSkipVerify", target: &c.Redis.TLS.InsecureSkipVerify},
+			}},
 		}},
 		{name: "http", children: []node{
 			{name: "listen", target: &c.HTTP.Listen},
@@ -543,6 +560,9 @@ func (l *loader) decodeLeaf(path string, target any, val any) {
 
 // secretPath reports whether the value at a display path is a secret.
 func secretPath(path string) bool {
+	if redisSecretPath(path) { // redis.go
+		return true
+	}
 	return path == "redis.password" || path == "auth.apiKeys" || strings.HasSuffix(path, ".signingSecret")
 }
 
@@ -760,26 +780,7 @@ func quoteAll(names []string) string {
 
 // validate checks the decoded values against the rules of config.md.
 func (l *loader) validate(c *Config) {
-	// redis
-	switch {
-	case c.Redis.Addr != "" && len(c.Redis.Addrs) > 0:
-		l.problemf("redis.addr and redis.addrs", "set at most one")
-	case c.Redis.Addr != "":
-		l.checkHostPort("redis.addr", c.Redis.Addr)
-	}
-	for i, addr := range c.Redis.Addrs {
-		l.checkHostPort(fmt.Sprintf("redis.addrs[%d]", i), addr)
-	}
-	if c.Redis.DB < 0 {
-		l.problemf("redis.db", "must be ≥ 0 (got %d)", c.Redis.DB)
-	} else if c.Redis.DB != 0 && len(c.Redis.Addrs) > 0 {
-		l.problemf("redis.db", "must be 0 with redis.addrs: Redis Cluster has only database 0 (got %d)", c.Redis.DB)
-	}
-	if c.Redis.Prefix == "" {
-		l.problemf("redis.prefix", "must not be empty")
-	} else if strings.ContainsAny(c.Redis.Prefix, "{}") {
-		l.problemf("redis.prefix", "must not contain { or }, which would change Redis Cluster hash slots (got %q)", c.Redis.Prefix)
-	}
+	l.validateRedis(c) // redis.go
 
 	// http, auth
 	listenOK := l.checkHostPort("http.listen", c.HTTP.Listen)
@@ -975,14 +976,6 @@ type (
 		Defaults      settingsView         `yaml:"defaults"`
 		Queues        map[string]queueView `yaml:"queues"`
 	}
-	redisView struct {
-		Addr     string   `yaml:"addr"`
-		Addrs    []string `yaml:"addrs"`
-		Username string   `yaml:"username"`
-		Password string   `yaml:"password"`
-		DB       int      `yaml:"db"`
-		Prefix   string   `yaml:"prefix"`
-	}
 	httpView struct {
 		Listen                string `yaml:"listen"`
 		MaxPayloadBytes       int64  `yaml:"maxPayloadBytes"`
@@ -1040,14 +1033,7 @@ func (c *Config) view() configView {
 		keys[i] = redact(k)
 	}
 	v := configView{
-		Redis: redisView{
-			Addr:     c.Redis.Addr,
-			Addrs:    append([]string{}, c.Redis.Addrs...),
-			Username: c.Redis.Username,
-			Password: redact(c.Redis.Password),
-			DB:       c.Redis.DB,
-			Prefix:   c.Redis.Prefix,
-		},
+		Redis:         redisViewOf(c.Redis), // redis.go
 		HTTP:          httpView(c.HTTP),
 		ShutdownGrace: c.ShutdownGrace.String(),
 		Auth:          authView{APIKeys: keys},

@@ -43,6 +43,11 @@ func StrayEnv(c *Config, environ []string, known ...string) []StrayVariable {
 			read[q.SigningSecretEnv] = true
 		}
 	}
+	for _, env := range []string{c.Redis.PasswordEnv, c.Redis.Sentinel.PasswordEnv} {
+		if env != "" {
+			read[env] = true
+		}
+	}
 	for _, s := range settings {
 		read[s] = true
 	}

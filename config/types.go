@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Config is the whole, validated configuration of one daemon. Every daemon of a
 // fleet is expected to load the same file; see docs for what happens while they
@@ -19,19 +22,91 @@ type Config struct {
 	Queues map[string]Queue
 }
 
-// Redis says where the shared state lives. An empty Addr and empty Addrs mean
-// the embedded in-memory store (one process, nothing persisted).
+// Redis says where the shared state lives and how to reach it. At most one
+// of URL, Addr, Addrs and Sentinel names the Redis; none means the embedded
+// in-memory store (one process, nothing persisted). production.md §1.
 type Redis struct {
+	// URL is a redis:// or rediss:// (TLS) URL with the user, password and
+	// database, the form managed Redis services hand out; with ?addr=
+	// parameters it lists Redis Cluster seeds instead (go-redis' cluster URL).
+	URL      string
 	Addr     string
 	Addrs    []string
 	Username string
+	// Password is the file's password or the one read from PasswordEnv; a
+	// password inside URL stays there ([Redis.Endpoint] resolves both).
 	Password string
-	DB       int
-	Prefix   string
+	// PasswordEnv names the environment variable Password was read from
+	// ("" when the file held it), so secrets stay out of the file and
+	// Redacted can show where the password comes from.
+	PasswordEnv string
+	DB          int
+	Prefix      string
+	Sentinel    Sentinel
+	TLS         TLS
+}
+
+// Sentinel points the daemon at a Redis Sentinel set: go-redis' failover
+// client asks the sentinels for the master of MasterName and follows a
+// failover by itself.
+type Sentinel struct {
+	MasterName string
+	// Addrs are the sentinels' host:port, not the data nodes'.
+	Addrs []string
+	// Username and Password authenticate to the sentinels, which may be
+	// protected apart from the data nodes (Redis' own username/password).
+	Username    string
+	Password    string
+	PasswordEnv string
+}
+
+// TLS configures encrypted (and optionally mutually authenticated)
+// connections to every Redis node and sentinel the daemon talks to.
+type TLS struct {
+	// Enabled turns TLS on; a rediss:// URL does too.
+	Enabled bool
+	// CAFile is a PEM bundle of the authorities the server certificate must
+	// chain to; empty means the system's roots.
+	CAFile string
+	// CertFile and KeyFile are a PEM client certificate and its key, for
+	// servers that require one (mutual TLS, tls-auth-clients yes).
+	CertFile string
+	KeyFile  string
+	// ServerName is the name the server certificate must be valid for;
+	// empty means each node's own host, as dialled.
+	ServerName string
+	// InsecureSkipVerify accepts any server certificate. Never the default;
+	// the daemon warns about it at start-up because it gives up the point
+	// of TLS against anyone on the network path.
+	InsecureSkipVerify bool
+}
+
+// Set reports whether any TLS key is set, so validation can refuse TLS
+// settings that would be ignored because TLS is off.
+func (t TLS) Set() bool {
+	return t.Enabled || t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify
+}
+
+// Set reports whether any Sentinel key is set: one is enough to mean
+// Sentinel was wanted, so the others are then required.
+func (s Sentinel) Set() bool {
+	return s.MasterName != "" || len(s.Addrs) > 0 || s.Username != "" || s.Password != "" || s.PasswordEnv != ""
 }
 
 // Embedded reports whether the daemon must run on its in-process store.
-func (r Redis) Embedded() bool { return r.Addr == "" && len(r.Addrs) == 0 }
+func (r Redis) Embedded() bool {
+	return r.URL == "" && r.Addr == "" && len(r.Addrs) == 0 && !r.Sentinel.Set()
+}
+
+// Same reports whether two Redis sections connect the same way, so a reload
+// can tell a change that needs a restart from none.
+func (r Redis) Same(o Redis) bool {
+	return r.URL == o.URL && r.Addr == o.Addr && slices.Equal(r.Addrs, o.Addrs) && r.Username == o.Username &&
+		r.Password == o.Password && r.PasswordEnv == o.PasswordEnv && r.DB == o.DB && r.Prefix == o.Prefix &&
+		r.Sentinel.MasterName == o.Sentinel.MasterName && slices.Equal(r.Sentinel.Addrs, o.Sentinel.Addrs) &&
+		r.Sentinel.Username == o.Sentinel.Username && r.Sentinel.Password == o.Sentinel.Password &&
+		r.Sentinel.PasswordEnv == o.Sentinel.PasswordEnv && r.TLS == o.TLS
+}
 
 // HTTP configures the API listener.
 type HTTP struct {
