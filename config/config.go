@@ -51,6 +51,7 @@ func Default() *Config {
 		ShutdownGrace: 10 * time.Second,
 		Log:           Log{Format: "json", Level: "info"},
 		Dispatch:      Dispatch{LeaseMargin: 5 * time.Second, ClaimBatch: 64, Linger: 300 * time.Microsecond},
+		Tracing:       Tracing{SampleRatio: 1, ServiceName: "simpleqd"},
 		Defaults: QueueSettings{
 			Mode:             "standard",
 			Concurrency:      10,
@@ -230,6 +231,11 @@ func topSchema(c *Config) []node {
 			{name: "leaseMargin", target: &c.Dispatch.LeaseMargin},
 			{name: "claimBatch", target: &c.Dispatch.ClaimBatch},
 			{name: "linger", target: &c.Dispatch.Linger},
+		}},
+		{name: "tracing", children: []node{
+			{name: "otlpEndpoint", target: &c.Tracing.OTLPEndpoint},
+			{name: "sampleRatio", target: &c.Tracing.SampleRatio},
+			{name: "serviceName", target: &c.Tracing.ServiceName},
 		}},
 		{name: "defaults", children: settingsSchema(&c.Defaults)},
 	}
@@ -532,6 +538,13 @@ func (l *loader) decodeLeaf(path string, target any, val any) {
 			return
 		}
 		*t = n
+	case *float64:
+		f, err := toFloat(val)
+		if err != nil {
+			l.problemf(path, "must be a number (got %s)", describe(val))
+			return
+		}
+		*t = f
 	case *bool:
 		switch b := val.(type) {
 		case bool:
@@ -593,6 +606,33 @@ func toStringList(val any) ([]string, error) {
 	default:
 		return nil, fmt.Errorf("must be a list of strings (got %s)", describe(val))
 	}
+}
+
+// toFloat accepts YAML numbers and numeric strings (an environment
+// variable's value), but not NaN or infinities.
+func toFloat(val any) (float64, error) {
+	var f float64
+	switch v := val.(type) {
+	case int:
+		f = float64(v)
+	case int64:
+		f = float64(v)
+	case uint64:
+		f = float64(v)
+	case float64:
+		f = v
+	case string:
+		var err error
+		if f, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+			return 0, err
+		}
+	default:
+		return 0, errors.New("not a number")
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, errors.New("not a finite number")
+	}
+	return f, nil
 }
 
 // toInt accepts YAML integers, integral floats and decimal strings.
@@ -825,6 +865,19 @@ func (l *loader) validate(c *Config) {
 		l.problemf("dispatch.leaseMargin", "must be ≥ 0 (got %s)", c.Dispatch.LeaseMargin)
 	}
 
+	// tracing
+	if e := c.Tracing.OTLPEndpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			l.problemf("tracing.otlpEndpoint", "must be an absolute http:// or https:// URL of an OTLP/HTTP collector, or empty for no tracing (got %q)", e)
+		}
+		if strings.TrimSpace(c.Tracing.ServiceName) == "" {
+			l.problemf("tracing.serviceName", "must not be empty when tracing.otlpEndpoint is set")
+		}
+	}
+	if r := c.Tracing.SampleRatio; r < 0 || r > 1 {
+		l.problemf("tracing.sampleRatio", "must be between 0 and 1 (got %v)", r)
+	}
+
 	// defaults, then each queue for the values it set itself: a bad default
 	// is reported once under defaults, not once per queue inheriting it.
 	for _, pr := range checkSettings(c.Defaults) {
@@ -973,6 +1026,7 @@ type (
 		Auth          authView             `yaml:"auth"`
 		Log           logView              `yaml:"log"`
 		Dispatch      dispatchView         `yaml:"dispatch"`
+		Tracing       tracingView          `yaml:"tracing"`
 		Defaults      settingsView         `yaml:"defaults"`
 		Queues        map[string]queueView `yaml:"queues"`
 	}
@@ -992,6 +1046,11 @@ type (
 		LeaseMargin string `yaml:"leaseMargin"`
 		ClaimBatch  int    `yaml:"claimBatch"`
 		Linger      string `yaml:"linger"`
+	}
+	tracingView struct {
+		OTLPEndpoint string  `yaml:"otlpEndpoint"`
+		SampleRatio  float64 `yaml:"sampleRatio"`
+		ServiceName  string  `yaml:"serviceName"`
 	}
 	backoffView struct {
 		Type   string `yaml:"type"`
@@ -1039,6 +1098,7 @@ func (c *Config) view() configView {
 		Auth:          authView{APIKeys: keys},
 		Log:           logView(c.Log),
 		Dispatch:      dispatchView{LeaseMargin: c.Dispatch.LeaseMargin.String(), ClaimBatch: c.Dispatch.ClaimBatch, Linger: c.Dispatch.Linger.String()},
+		Tracing:       tracingView{OTLPEndpoint: redactURL(c.Tracing.OTLPEndpoint), SampleRatio: c.Tracing.SampleRatio, ServiceName: c.Tracing.ServiceName},
 		Defaults:      settingsViewOf(c.Defaults),
 		Queues:        make(map[string]queueView, len(c.Queues)),
 	}

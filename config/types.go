@@ -15,6 +15,7 @@ type Config struct {
 	Auth          Auth
 	Log           Log
 	Dispatch      Dispatch
+	Tracing       Tracing
 	// Defaults are the settings every queue starts from.
 	Defaults QueueSettings
 	// Queues maps the queue name (case preserved, as written in the file) to
@@ -143,6 +144,22 @@ type Dispatch struct {
 	// arrive meanwhile share a call, so Redis runs fewer, larger scripts; an
 	// idle queue is never delayed. 0 turns it off.
 	Linger time.Duration
+}
+
+// Tracing exports a span per delivery over OTLP/HTTP (production.md §2), so
+// a team sees a job's deliveries inside the publisher's trace in its own
+// tracing system. Off unless OTLPEndpoint is set; the publisher's
+// traceparent is stored and forwarded to the webhook either way.
+type Tracing struct {
+	// OTLPEndpoint is the collector's OTLP/HTTP URL, e.g.
+	// http://collector:4318 (/v1/traces is added when it has no path); empty
+	// turns tracing off.
+	OTLPEndpoint string
+	// SampleRatio is the share of traces recorded, 0 to 1, for jobs published
+	// without a traceparent; a publisher's sampling decision is followed.
+	SampleRatio float64
+	// ServiceName is the service.name of the spans.
+	ServiceName string
 }
 
 // Backoff is the retry schedule after a failed delivery.

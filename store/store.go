@@ -31,8 +31,19 @@ type Options struct {
 	// back, and waiting for a CPU on either side), and its error. It runs on
 	// the caller's goroutine after every call, so it must be cheap and safe
 	// for concurrent use. It feeds the daemon's Redis latency metrics:
-	// Redis' own INFO commandstats shows only the middle part.
+	// Redis' own INFO commandstats shows only the middle part. Under
+	// replicated durability the time includes the wait for a replica, and
+	// a write no replica confirmed counts as an error.
 	OnScript func(script string, took time.Duration, err error)
+	// Replicated makes every acknowledged write and every recorded outcome
+	// wait until at least one replica has it (WAIT), so a master that dies
+	// right after answering cannot take it along (redis.durability:
+	// replicated; see durability.go). Off, a write is acknowledged once the
+	// master has it (local).
+	Replicated bool
+	// ReplicaTimeout bounds that wait; past it the call fails with
+	// ErrNotReplicated. 0 means DefaultReplicaTimeout.
+	ReplicaTimeout time.Duration
 }
 
 // Store runs simpleqd's scripts against one Redis or Redis Cluster.
@@ -52,6 +63,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	}
 	if opts.MaintenanceBatch <= 0 {
 		opts.MaintenanceBatch = 100
+	}
+	if opts.ReplicaTimeout <= 0 {
+		opts.ReplicaTimeout = DefaultReplicaTimeout
 	}
 	s := &Store{rdb: rdb, opts: opts, scripts: make(map[string]*redis.Script, len(lua.All))}
 	for _, name := range lua.All {
@@ -159,16 +173,38 @@ func (s *Store) runKeys(ctx context.Context, name string, q config.Queue, keys [
 	if s.opts.OnScript != nil {
 		began = time.Now()
 	}
-	res, err := s.scripts[name].Run(ctx, s.rdb, keys, args...).Result()
+	var res any
+	var err error
+	acks := int64(1)
+	if s.opts.Replicated && replicatedScripts[name] {
+		res, acks, err = s.evalReplicated(ctx, name, q.Name, keys, args)
+	} else {
+		res, err = s.scripts[name].Run(ctx, s.rdb, keys, args...).Result()
+	}
+	var short error
+	if err == nil && acks < 1 {
+		short = s.notReplicated(name, q.Name, acks)
+	}
 	if s.opts.OnScript != nil {
 		callErr := err
 		if isNil(err) {
 			callErr = nil // a script's empty answer, not a failure
 		}
+		if short != nil {
+			callErr = short
+		}
 		s.opts.OnScript(name, time.Since(began), callErr)
 	}
 	if err != nil {
-		return nil, wrap(fmt.Errorf("script %s on queue %s: %w", name, q.Name, err))
+		moved := isMoved(err) // only from the replicated path's node pipeline
+		err = fmt.Errorf("script %s on queue %s: %w", name, q.Name, err)
+		if moved {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return nil, wrap(err)
+	}
+	if short != nil {
+		return nil, short
 	}
 	return res, nil
 }

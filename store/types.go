@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -28,6 +29,12 @@ var (
 	ErrStaleAttempt = errors.New("stale attempt")
 	// ErrUnavailable wraps every failure to reach Redis, so the API can answer 503.
 	ErrUnavailable = errors.New("redis unavailable")
+	// ErrNotReplicated: under replicated durability no replica confirmed a
+	// write in time. The master may have applied it, but it is not yet
+	// safe from a failover, so it is not acknowledged. It wraps
+	// ErrUnavailable: the API answers 503 with Retry-After, and a retry (an
+	// idempotent repeat for a publish) is safe.
+	ErrNotReplicated = fmt.Errorf("%w: no replica confirmed the write in time", ErrUnavailable)
 )
 
 // NewJob is one job to publish.
