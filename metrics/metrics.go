@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/simpleq/simpleqd/dispatch"
 	"github.com/simpleq/simpleqd/lua"
@@ -59,10 +60,26 @@ var (
 // the buckets start at 100 µs, or a healthy Redis would fill one bucket.
 var scriptBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-// StatusFunc reads the live status of every configured queue. It is called
-// at every scrape, so it must be bounded by ctx. It may return the statuses it
-// could read together with an error for the rest.
+// StatusFunc reads the live status of every configured queue. Scrapes call
+// it at most once per StatusCacheTTL, one call at a time, and it must be
+// bounded by ctx. It may return the statuses it could read together with an
+// error for the rest.
 type StatusFunc func(ctx context.Context) ([]store.QueueStatus, error)
+
+// Scrape bounds. /metrics needs no key (api.md), and reading the gauges costs
+// one Redis script per configured queue, so without them anyone who can
+// reach the port could multiply that load by scraping in a loop (review
+// finding 10): 1,000 queues would be 1,000 scripts per request.
+const (
+	// DefaultStatusCacheTTL is how long one read of the queues' status
+	// serves every scrape. Prometheus scrapes every 15 s or so, and the
+	// gauges are a second old at worst.
+	DefaultStatusCacheTTL = time.Second
+	// DefaultMaxScrapesInFlight bounds the scrapes served at once; past it
+	// /metrics answers 503. A few Prometheus servers and a person with curl
+	// need no more.
+	DefaultMaxScrapesInFlight = 4
+)
 
 // Options configure Metrics. The zero value is usable (no gauges).
 type Options struct {
@@ -72,6 +89,13 @@ type Options struct {
 	// StatusTimeout bounds one scrape's Status call (default 5 s), so a hung
 	// Redis makes the gauges go missing instead of the scrape hang.
 	StatusTimeout time.Duration
+	// StatusCacheTTL is how long one Status read (its answer or its error)
+	// serves later scrapes; 0 means DefaultStatusCacheTTL, negative reads
+	// at every scrape. Either way concurrent scrapes share one read.
+	StatusCacheTTL time.Duration
+	// MaxScrapesInFlight bounds the scrapes Handler serves at once, past it
+	// answering 503; 0 means DefaultMaxScrapesInFlight, negative no bound.
+	MaxScrapesInFlight int
 	// Logger receives scrape errors. Nil means no logs.
 	Logger *zap.Logger
 	// Now is the clock for publish-to-delivery latency; nil means time.Now.
@@ -84,6 +108,10 @@ type Metrics struct {
 	reg *prometheus.Registry
 	log *zap.Logger
 	now func() time.Time
+	// maxScrapes is promhttp's MaxRequestsInFlight (0: no bound).
+	maxScrapes int
+	// status reads the gauges at scrape time (nil without Options.Status).
+	status *statusCollector
 
 	published         *prometheus.CounterVec
 	deliveries        *prometheus.CounterVec
@@ -152,12 +180,25 @@ func New(opts Options) *Metrics {
 	if opts.StatusTimeout <= 0 {
 		opts.StatusTimeout = 5 * time.Second
 	}
+	switch {
+	case opts.StatusCacheTTL == 0:
+		opts.StatusCacheTTL = DefaultStatusCacheTTL
+	case opts.StatusCacheTTL < 0:
+		opts.StatusCacheTTL = 0
+	}
+	switch {
+	case opts.MaxScrapesInFlight == 0:
+		opts.MaxScrapesInFlight = DefaultMaxScrapesInFlight
+	case opts.MaxScrapesInFlight < 0:
+		opts.MaxScrapesInFlight = 0
+	}
 	m := &Metrics{
-		reg:       prometheus.NewRegistry(),
-		log:       opts.Logger,
-		now:       opts.Now,
-		probesOut: map[string]probeEntry{},
-		heldUntil: map[string]int64{},
+		reg:        prometheus.NewRegistry(),
+		log:        opts.Logger,
+		now:        opts.Now,
+		maxScrapes: opts.MaxScrapesInFlight,
+		probesOut:  map[string]probeEntry{},
+		heldUntil:  map[string]int64{},
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "simpleqd_jobs_published_total",
 			Help: "New jobs stored by this daemon's API (idempotent repeats are not counted).",
@@ -223,7 +264,8 @@ func New(opts Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.Status != nil {
-		m.reg.MustRegister(newStatusCollector(opts.Status, opts.StatusTimeout, opts.Logger))
+		m.status = newStatusCollector(opts.Status, opts.StatusTimeout, opts.StatusCacheTTL, opts.Logger)
+		m.reg.MustRegister(m.status)
 	}
 	return m
 }
@@ -233,12 +275,14 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Handler serves the registry in Prometheus' text format. A failing
 // collector (Redis down) does not fail the scrape: the counters are still
-// served, and the error is logged.
+// served, and the error is logged. Past MaxScrapesInFlight scrapes at once
+// it answers 503 at once, so a flood of scrapes queues no work behind it.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		ErrorLog:      zap.NewStdLog(m.log.Named("metrics")),
-		ErrorHandling: promhttp.ContinueOnError,
-		Registry:      m.reg,
+		ErrorLog:            zap.NewStdLog(m.log.Named("metrics")),
+		ErrorHandling:       promhttp.ContinueOnError,
+		Registry:            m.reg,
+		MaxRequestsInFlight: m.maxScrapes,
 	})
 }
 
@@ -490,31 +534,94 @@ func classify(o store.Outcome, s store.Settled) string {
 	return OutcomeFailure
 }
 
-// statusCollector reads queue status from Redis at scrape time.
+// statusCollector reads queue status from Redis at scrape time. One read
+// serves every scrape for ttl, and scrapes that find no fresh read share the
+// one in progress (singleflight), so scraping in a loop or from many clients
+// costs Redis at most one round of inspect scripts per ttl, one at a time.
 type statusCollector struct {
 	status  StatusFunc
 	timeout time.Duration
+	ttl     time.Duration // 0: no cache, but still one read at a time
 	log     *zap.Logger
 	jobs    *prometheus.Desc
 	hold    *prometheus.Desc
 	up      *prometheus.Desc
+
+	flight singleflight.Group
+	mu     sync.Mutex
+	last   *statusRead // the latest read, nil before the first
+	// beforeRead, when set (tests only), runs when a scrape found no fresh
+	// read, just before it starts or joins one.
+	beforeRead func()
 }
 
-func newStatusCollector(status StatusFunc, timeout time.Duration, log *zap.Logger) *statusCollector {
+// statusRead is one StatusFunc call's result and when it started (the
+// statuses are at least that fresh).
+type statusRead struct {
+	statuses []store.QueueStatus
+	err      error
+	at       time.Time
+}
+
+func newStatusCollector(status StatusFunc, timeout, ttl time.Duration, log *zap.Logger) *statusCollector {
 	return &statusCollector{
 		status:  status,
 		timeout: timeout,
+		ttl:     ttl,
 		log:     log,
 		jobs: prometheus.NewDesc("simpleqd_jobs",
-			"Jobs of the queue by status, read from Redis at scrape time (fleet-wide: every daemon reports the same).",
+			"Jobs of the queue by status, read from Redis at scrape time (fleet-wide: every daemon reports the same; "+
+				"at most a second old).",
 			[]string{"queue", "status"}, nil),
 		hold: prometheus.NewDesc("simpleqd_queue_hold_state",
-			"1 for the queue's current delivery state (open, held, probing, paused), 0 for the others; read from Redis at scrape time.",
+			"1 for the queue's current delivery state (open, held, probing, paused), 0 for the others; read from Redis "+
+				"at scrape time (at most a second old).",
 			[]string{"queue", "state"}, nil),
 		up: prometheus.NewDesc("simpleqd_queue_status_up",
 			"1 when this scrape read every configured queue's status from Redis, 0 when any read failed "+
 				"(the gauges of the queues that failed are missing).", nil, nil),
 	}
+}
+
+// fresh returns the latest read if it started less than ttl ago.
+func (c *statusCollector) fresh() *statusRead {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last != nil && c.ttl > 0 && time.Since(c.last.at) < c.ttl {
+		return c.last
+	}
+	return nil
+}
+
+// read returns a fresh read, starting one or joining the one in progress.
+// The flight checks freshness again: a scrape that missed the cache just as
+// a flight ended must not start a second read.
+func (c *statusCollector) read() *statusRead {
+	if r := c.fresh(); r != nil {
+		return r
+	}
+	if c.beforeRead != nil {
+		c.beforeRead()
+	}
+	v, _, _ := c.flight.Do("status", func() (any, error) {
+		if r := c.fresh(); r != nil {
+			return r, nil
+		}
+		// Not any one scrape's context: the read is shared, and a scraper
+		// that hangs up must not fail it for the others.
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		defer cancel()
+		r := &statusRead{at: time.Now()}
+		r.statuses, r.err = c.status(ctx)
+		if r.err != nil {
+			c.log.Warn("metrics: reading queue status from Redis failed", zap.Error(r.err))
+		}
+		c.mu.Lock()
+		c.last = r
+		c.mu.Unlock()
+		return r, nil
+	})
+	return v.(*statusRead)
 }
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -524,16 +631,13 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	statuses, err := c.status(ctx)
+	r := c.read()
 	up := 1.0
-	if err != nil {
+	if r.err != nil {
 		up = 0
-		c.log.Warn("metrics: reading queue status from Redis failed", zap.Error(err))
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
-	for _, st := range statuses {
+	for _, st := range r.statuses {
 		counts := map[store.Status]int64{
 			store.StatusPending:     st.Counts.Pending,
 			store.StatusProcessing:  st.Counts.Processing,
