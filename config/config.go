@@ -42,7 +42,7 @@ var queueNamePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 // it, so every key the file omits keeps the value shown here.
 func Default() *Config {
 	return &Config{
-		Redis: Redis{Prefix: "simpleq"},
+		Redis: Redis{Prefix: "simpleq", Durability: DurabilityLocal, ReplicaTimeout: DefaultReplicaTimeout},
 		HTTP: HTTP{
 			Listen:                "127.0.0.1:8080",
 			MaxPayloadBytes:       1 << 20,
@@ -198,6 +198,8 @@ func topSchema(c *Config) []node {
 			{name: "passwordEnv", target: &c.Redis.PasswordEnv},
 			{name: "db", target: &c.Redis.DB},
 			{name: "prefix", target: &c.Redis.Prefix},
+			{name: "durability", target: &c.Redis.Durability},
+			{name: "replicaTimeout", target: &c.Redis.ReplicaTimeout},
 			{name: "sentinel", children: []node{
 				{name: "masterName", target: &c.Redis.Sentinel.MasterName},
 				{name: "addrs", target: &c.Redis.Sentinel.Addrs},
@@ -820,7 +822,8 @@ func quoteAll(names []string) string {
 
 // validate checks the decoded values against the rules of config.md.
 func (l *loader) validate(c *Config) {
-	l.validateRedis(c) // redis.go
+	l.validateRedis(c)             // redis.go
+	l.validateDurability(&c.Redis) // durability.go
 
 	// http, auth
 	listenOK := l.checkHostPort("http.listen", c.HTTP.Listen)

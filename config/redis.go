@@ -322,6 +322,9 @@ type (
 		Prefix      string       `yaml:"prefix"`
 		Sentinel    sentinelView `yaml:"sentinel"`
 		TLS         tlsView      `yaml:"tls"`
+		// durability.go
+		Durability     string `yaml:"durability"`
+		ReplicaTimeout string `yaml:"replicaTimeout"`
 	}
 	sentinelView struct {
 		MasterName  string   `yaml:"masterName"`
@@ -362,7 +365,9 @@ func redisViewOf(r Redis) redisView {
 			Username:    r.Sentinel.Username,
 			PasswordEnv: r.Sentinel.PasswordEnv,
 		},
-		TLS: tlsView(r.TLS),
+		TLS:            tlsView(r.TLS),
+		Durability:     r.Durability,
+		ReplicaTimeout: r.ReplicaTimeout.String(),
 	}
 	if r.PasswordEnv == "" {
 		v.Password = redact(r.Password)

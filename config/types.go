@@ -45,6 +45,12 @@ type Redis struct {
 	Prefix      string
 	Sentinel    Sentinel
 	TLS         TLS
+	// Durability is DurabilityLocal or DurabilityReplicated: when a write
+	// counts as done (durability.go).
+	Durability string
+	// ReplicaTimeout bounds how long a replicated write waits for a
+	// replica before the API answers 503.
+	ReplicaTimeout time.Duration
 }
 
 // Sentinel points the daemon at a Redis Sentinel set: go-redis' failover
