@@ -5,8 +5,8 @@
 package redistest
 
 import (
-	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -27,6 +27,27 @@ type Server struct {
 	Dir  string
 	cmd  *exec.Cmd
 	args []string
+	// password and tlsc are how the server's own helpers (readiness,
+	// Client, Flush) reach it.
+	password string
+	tlsc     *tls.Config
+}
+
+// Options start a server other than Start's plain one.
+type Options struct {
+	// TLS serves TLS only (--port 0, --tls-port) with TLS's server
+	// certificate, and verifies client certificates against its CA.
+	TLS *Certs
+	// RequireClientCert refuses TLS clients without a certificate signed
+	// by the CA (tls-auth-clients yes); otherwise one is optional.
+	RequireClientCert bool
+	// Password is set as requirepass (the default user's password).
+	Password string
+	// Conf is written to a config file given to redis-server before the
+	// arguments; Sentinel needs one, as it rewrites it.
+	Conf string
+	// Args are more config arguments, e.g. "--appendonly", "yes".
+	Args []string
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago, for a
@@ -74,15 +95,49 @@ func Binary(t testing.TB) string {
 // "yes") and stops it when the test ends.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	return StartWith(t, Options{Args: extra})
+}
+
+// StartWith runs a redis-server as o says and stops it when the test ends.
+func StartWith(t testing.TB, o Options) *Server {
+	t.Helper()
 	bin := Binary(t)
 	dir := t.TempDir()
-	port := FreePort(t)
-	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Dir: dir}
-	s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--save", "", "--appendonly", "no", "--protected-mode", "no"}, extra...)
+	port := strconv.Itoa(FreePort(t))
+	s := &Server{Addr: "127.0.0.1:" + port, Dir: dir, password: o.Password}
+	if o.Conf != "" {
+		conf := filepath.Join(dir, "redis.conf")
+		if err := os.WriteFile(conf, []byte(o.Conf), 0o600); err != nil {
+			t.Fatalf("redis config: %v", err)
+		}
+		s.args = append(s.args, conf)
+	}
+	s.args = append(s.args, "--bind", "127.0.0.1", "--dir", dir,
+		"--save", "", "--appendonly", "no", "--protected-mode", "no")
+	if o.TLS != nil {
+		authClients := "optional"
+		if o.RequireClientCert {
+			authClients = "yes"
+		}
+		s.args = append(s.args, "--port", "0", "--tls-port", port,
+			"--tls-cert-file", o.TLS.ServerCertFile, "--tls-key-file", o.TLS.ServerKeyFile,
+			"--tls-ca-cert-file", o.TLS.CAFile, "--tls-auth-clients", authClients)
+		s.tlsc = o.TLS.ClientTLS()
+	} else {
+		s.args = append(s.args, "--port", port)
+	}
+	if o.Password != "" {
+		s.args = append(s.args, "--requirepass", o.Password)
+	}
+	s.args = append(s.args, o.Args...)
 	s.start(t, bin)
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// options are go-redis options that reach the server as its helpers do.
+func (s *Server) options() *redis.Options {
+	return &redis.Options{Addr: s.Addr, Password: s.password, TLSConfig: s.tlsc, ContextTimeoutEnabled: true}
 }
 
 func (s *Server) start(t testing.TB, bin string) {
@@ -98,7 +153,7 @@ func (s *Server) start(t testing.TB, bin string) {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
-	if err := waitReady(s.Addr, 10*time.Second); err != nil {
+	if err := s.waitReady(10 * time.Second); err != nil {
 		s.Stop()
 		log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
 		if len(log) > 4000 {
@@ -137,27 +192,23 @@ func (s *Server) Stop() { s.Kill() }
 // Client returns a go-redis client for the server, closed when the test ends.
 func (s *Server) Client(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	c := redis.NewClient(s.options())
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
-func waitReady(addr string, within time.Duration) error {
+// waitReady pings the server, as its own clients reach it (TLS, password),
+// until it answers PONG.
+func (s *Server) waitReady(within time.Duration) error {
+	o := s.options()
+	o.DialTimeout, o.ReadTimeout, o.MaxRetries = 200*time.Millisecond, time.Second, -1
+	c := redis.NewClient(o)
+	defer c.Close()
 	deadline := time.Now().Add(within)
 	var last error
 	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			_, _ = c.Write([]byte("PING\r\n"))
-			_ = c.SetReadDeadline(time.Now().Add(time.Second))
-			line, rerr := bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if rerr == nil && line == "+PONG\r\n" {
-				return nil
-			}
-			last = fmt.Errorf("ping answered %q: %v", line, rerr)
-		} else {
-			last = err
+		if last = c.Ping(context.Background()).Err(); last == nil {
+			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -167,7 +218,7 @@ func waitReady(addr string, within time.Duration) error {
 // Flush empties the server between sub-tests that share it.
 func (s *Server) Flush(t testing.TB) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	c := redis.NewClient(s.options())
 	defer c.Close()
 	if err := c.FlushAll(context.Background()).Err(); err != nil {
 		t.Fatalf("flushall: %v", err)

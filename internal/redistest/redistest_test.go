@@ -1,0 +1,57 @@
+package redistest
+
+import (
+	"context"
+	"crypto/tls"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A TLS server made with NewCerts answers clients with the client
+// certificate, and with RequireClientCert refuses clients without one.
+func TestStartTLS(t *testing.T) {
+	t.Parallel()
+	certs := NewCerts(t)
+	s := StartWith(t, Options{TLS: certs, RequireClientCert: true, Password: "pw"})
+	ctx := context.Background()
+	if err := s.Client(t).Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("client with certificate: %v", err)
+	}
+	noCert := certs.ClientTLS()
+	noCert.Certificates = nil
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Password: "pw", TLSConfig: noCert, MaxRetries: -1})
+	defer c.Close()
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("a client without a certificate was accepted")
+	}
+	plain := redis.NewClient(&redis.Options{Addr: s.Addr, Password: "pw", MaxRetries: -1, ReadTimeout: time.Second})
+	defer plain.Close()
+	if err := plain.Ping(ctx).Err(); err == nil {
+		t.Fatal("a plaintext client was answered")
+	}
+	other := redis.NewClient(&redis.Options{Addr: s.Addr, Password: "pw", MaxRetries: -1,
+		TLSConfig: &tls.Config{RootCAs: NewCerts(t).pool, MinVersion: tls.VersionTLS12}})
+	defer other.Close()
+	if err := other.Ping(ctx).Err(); err == nil {
+		t.Fatal("a server certificate from another CA verified")
+	}
+}
+
+// A Sentinel set elects a new master after the old one is killed.
+func TestSentinelSetFailsOver(t *testing.T) {
+	t.Parallel()
+	set := StartSentinelSet(t, SentinelOptions{Password: "data-pw", SentinelPassword: "sentinel-pw"})
+	if got := set.Master(t); got != set.Nodes[0].Addr {
+		t.Fatalf("master is %s, want %s", got, set.Nodes[0].Addr)
+	}
+	old := set.KillMaster(t)
+	next := set.WaitNewMaster(t, old, 20*time.Second)
+	if next != set.Nodes[1].Addr {
+		t.Fatalf("new master %s, want the replica %s", next, set.Nodes[1].Addr)
+	}
+	if err := set.MasterServer(t).Client(t).Set(context.Background(), "k", "v", 0).Err(); err != nil {
+		t.Fatalf("write to the new master: %v", err)
+	}
+}
