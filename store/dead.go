@@ -13,10 +13,18 @@ import (
 )
 
 // Paging bounds of ListDead. They bound the work one request can ask of Redis
-// (one ZSET range plus two HMGETs of at most MaxDeadPage fields).
+// (one ZSET range, a size check and two HMGETs of at most MaxDeadPage fields).
 const (
 	DefaultDeadPage = 50
 	MaxDeadPage     = 1000
+	// MaxDeadPageBytes bounds a page by what it carries, not only by count:
+	// records hold whole payloads (up to http.maxPayloadBytes, 1 MiB by
+	// default), so 1,000 of them could be a gigabyte read, decoded and
+	// encoded for one request, and the console polls the list (review
+	// finding 11). A page ends before the job whose stored record and
+	// history would take the page past this many bytes; the first job is
+	// always included, so paging always moves on.
+	MaxDeadPageBytes = 4 << 20
 )
 
 // InvalidCursorError is returned by ListDead for a cursor it did not issue
@@ -81,12 +89,14 @@ func decodeDeadCursor(queue, s string) (deadCursor, error) {
 // Paging is stable: jobs dying meanwhile score later than any cursor and so
 // only appear on a fresh first page; jobs sharing the cursor's millisecond are
 // neither skipped nor repeated (the cursor carries the job id, the tie-break
-// Redis itself uses). A job replayed or purged between the range read and the
-// record read is left out, so a page may hold fewer than limit jobs while
-// more follow.
+// Redis itself uses). A page may hold fewer than limit jobs while more follow
+// (a non-empty cursor): a job replayed or purged between the range read and
+// the record read is left out, and a page ends early at MaxDeadPageBytes.
 //
-// It is a plain read, no script: one MULTI (an atomic snapshot of the range)
-// and one pipelined pair of HMGETs for the records and histories.
+// It is a plain read, no script: one MULTI (an atomic snapshot of the range),
+// one pipeline of HSTRLENs (the records' and histories' sizes, so that only
+// what fits the byte bound is read) and one pipelined pair of HMGETs for the
+// records and histories.
 func (s *Store) ListDead(ctx context.Context, q config.Queue, limit int, cursor string) ([]*Job, string, error) {
 	if limit <= 0 {
 		limit = DefaultDeadPage
@@ -123,6 +133,15 @@ func (s *Store) ListDead(ctx context.Context, q config.Queue, limit int, cursor 
 	for i, e := range entries {
 		ids[i] = e.Member.(string)
 	}
+	fit, err := s.deadPageFit(ctx, keys[2], keys[3], ids)
+	if err != nil {
+		return nil, "", wrap(fmt.Errorf("size dead jobs of queue %s: %w", q.Name, err))
+	}
+	if fit < len(ids) {
+		last := entries[fit-1]
+		next = deadCursor{score: int64(last.Score), member: last.Member.(string)}.encode()
+		ids = ids[:fit]
+	}
 	pipe := s.rdb.Pipeline()
 	recs := pipe.HMGet(ctx, keys[2], ids...)
 	hists := pipe.HMGet(ctx, keys[3], ids...)
@@ -147,6 +166,30 @@ func (s *Store) ListDead(ctx context.Context, q config.Queue, limit int, cursor 
 		jobs = append(jobs, j)
 	}
 	return jobs, next, nil
+}
+
+// deadPageFit returns how many of ids, in order, fit in MaxDeadPageBytes of
+// stored record and history (HSTRLEN: Redis reports the sizes without
+// sending the values), at least one. A job purged meanwhile counts 0 bytes.
+func (s *Store) deadPageFit(ctx context.Context, recKey, histKey string, ids []string) (int, error) {
+	pipe := s.rdb.Pipeline()
+	recs := make([]*redis.IntCmd, len(ids))
+	hists := make([]*redis.IntCmd, len(ids))
+	for i, id := range ids {
+		recs[i] = pipe.HStrLen(ctx, recKey, id)
+		hists[i] = pipe.HStrLen(ctx, histKey, id)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	var total int64
+	for i := range ids {
+		total += recs[i].Val() + hists[i].Val()
+		if total > MaxDeadPageBytes && i > 0 {
+			return i, nil
+		}
+	}
+	return len(ids), nil
 }
 
 // deadRange reads up to n dead-set entries, newest first, strictly after the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,10 +30,21 @@ func deadQueue(name string) config.Queue {
 // sharing one score of the dead set. It returns their ids.
 func killBatch(t *testing.T, s *store.Store, q config.Queue, n int) []string {
 	t.Helper()
+	payloads := make([]json.RawMessage, n)
+	for i := range payloads {
+		payloads[i] = json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))
+	}
+	return killPayloads(t, s, q, payloads)
+}
+
+// killPayloads is killBatch with the jobs' payloads given.
+func killPayloads(t *testing.T, s *store.Store, q config.Queue, payloads []json.RawMessage) []string {
+	t.Helper()
 	ctx := context.Background()
+	n := len(payloads)
 	jobs := make([]store.NewJob, n)
 	for i := range jobs {
-		jobs[i] = store.NewJob{Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+		jobs[i] = store.NewJob{Payload: payloads[i]}
 	}
 	_, err := s.Publish(ctx, q, jobs)
 	require.NoError(t, err)
@@ -233,6 +245,56 @@ func TestListDeadLimits(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, jobs, store.DefaultDeadPage+1)
 		require.Empty(t, next)
+	})
+}
+
+// TestListDeadBoundedInBytes (review finding 11): records carry whole
+// payloads, so a page of limit=1000 could be a gigabyte. A page stops before
+// the job that would take it past MaxDeadPageBytes, always holds at least
+// one job (one bigger than the bound too), and its cursor goes on to the
+// rest: every job is listed once, in order.
+func TestListDeadBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := deadQueue("q")
+		big := func(n int) json.RawMessage {
+			return json.RawMessage(`{"x":"` + strings.Repeat("a", n) + `"}`)
+		}
+		var payloads []json.RawMessage
+		for range 6 {
+			payloads = append(payloads, big(1<<20))
+		}
+		killPayloads(t, s, q, payloads)
+		huge := killPayloads(t, s, q, []json.RawMessage{big(store.MaxDeadPageBytes + 1)})
+		want := deadOrder(t, b.rdb, s, q)
+		require.Len(t, want, 7)
+
+		// The newest death, bigger than the bound alone: a page of one.
+		jobs, next, err := s.ListDead(ctx, q, store.MaxDeadPage, "")
+		require.NoError(t, err)
+		require.Equal(t, huge, jobIDs(jobs))
+		require.NotEmpty(t, next, "more follow")
+
+		var got []string
+		got = append(got, jobIDs(jobs)...)
+		for pages := 1; next != ""; pages++ {
+			require.Less(t, pages, 20, "paging does not end")
+			jobs, next, err = s.ListDead(ctx, q, store.MaxDeadPage, next)
+			require.NoError(t, err)
+			require.NotEmpty(t, jobs)
+			bytes := 0
+			for _, j := range jobs {
+				bytes += len(j.Payload)
+			}
+			require.LessOrEqual(t, bytes, store.MaxDeadPageBytes, "a page of %d jobs", len(jobs))
+			require.Less(t, len(jobs), 6, "1 MiB payloads: a 4 MiB page holds fewer than all six")
+			if next != "" {
+				require.Greater(t, bytes+(1<<20), store.MaxDeadPageBytes, "a page ends only when the next job does not fit")
+			}
+			got = append(got, jobIDs(jobs)...)
+		}
+		require.Equal(t, want, got, "every job once, newest first")
 	})
 }
 
