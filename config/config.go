@@ -99,7 +99,7 @@ func (e *Error) Error() string {
 // and validates the result. getenv is injected, rather than os.Getenv being
 // called, so callers decide which environment counts and tests stay
 // hermetic; nil means an empty environment. It also resolves
-// signingSecretEnv.
+// signingSecretEnv and signingSecretsEnv.
 //
 // A missing or unparsable file yields an error naming the file; anything
 // else that is wrong yields one *[Error] listing every problem.
@@ -277,6 +277,8 @@ func queueSchema(q *Queue) []node {
 		{name: "webhookUrl", target: &q.WebhookURL},
 		{name: "signingSecret", target: &q.SigningSecret},
 		{name: "signingSecretEnv", target: &q.SigningSecretEnv},
+		{name: "signingSecrets", target: &q.SigningSecrets},
+		{name: "signingSecretsEnv", target: &q.SigningSecretsEnv},
 	}, settingsSchema(&q.QueueSettings)...)
 }
 
@@ -302,6 +304,13 @@ func (l *loader) problemf(path, format string, args ...any) {
 		path += " (from " + env + ")"
 	}
 	l.problems = append(l.problems, path+": "+fmt.Sprintf(format, args...))
+}
+
+// reported reports whether a problem has been recorded at path already.
+func (l *loader) reported(path string) bool {
+	return slices.ContainsFunc(l.problems, func(p string) bool {
+		return strings.HasPrefix(p, path+": ") || strings.HasPrefix(p, path+" (from ")
+	})
 }
 
 // collectKeys records, for every mapping in the YAML document, its keys as
@@ -578,7 +587,8 @@ func secretPath(path string) bool {
 	if redisSecretPath(path) { // redis.go
 		return true
 	}
-	return path == "redis.password" || path == "auth.apiKeys" || strings.HasSuffix(path, ".signingSecret")
+	return path == "redis.password" || path == "auth.apiKeys" ||
+		strings.HasSuffix(path, ".signingSecret") || strings.HasSuffix(path, ".signingSecrets")
 }
 
 // toStringList accepts a YAML list of strings, or one string holding a
@@ -776,14 +786,48 @@ func (l *loader) decodeQueues(c *Config, rawQueues any) {
 	}
 }
 
-// resolveSecret enforces exactly one of signingSecret and signingSecretEnv
-// and reads the latter through getenv.
+// secretKeys are the four ways a queue names its signing secret, in the
+// order messages list them; exactly one must be used.
+var secretKeys = []string{"signingSecret", "signingSecretEnv", "signingSecrets", "signingSecretsEnv"}
+
+// resolveSecret enforces exactly one of signingSecret, signingSecretEnv,
+// signingSecrets and signingSecretsEnv, reads the env forms through getenv,
+// and leaves SigningSecret holding the current (first) secret whichever
+// form was used. A list form also fills SigningSecrets.
 func (l *loader) resolveSecret(path string, q *Queue) {
+	set := []string{}
+	for i, isSet := range []bool{q.SigningSecret != "", q.SigningSecretEnv != "",
+		q.SigningSecrets != nil, q.SigningSecretsEnv != ""} {
+		if isSet {
+			set = append(set, secretKeys[i])
+		}
+	}
+	if len(set) > 1 {
+		l.problemf(joinPath(path, set[1]), "cannot be combined with %s: set only one of %s",
+			set[0], strings.Join(secretKeys, ", "))
+		return
+	}
+	if len(set) == 1 && set[0] == "signingSecrets" {
+		l.resolveSecretList(joinPath(path, "signingSecrets"), "", q.SigningSecrets, q)
+		return
+	}
+	if len(set) == 1 && set[0] == "signingSecretsEnv" {
+		envPath := joinPath(path, "signingSecretsEnv")
+		// One variable holds the whole list, so a rotation changes the
+		// secret store (a Kubernetes Secret, a vault entry) and not the file.
+		list := strings.FieldsFunc(l.getenv(q.SigningSecretsEnv), func(r rune) bool {
+			return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r'
+		})
+		if len(list) == 0 {
+			l.problemf(envPath, "environment variable %s is unset or empty", q.SigningSecretsEnv)
+			return
+		}
+		l.resolveSecretList(envPath, "environment variable "+q.SigningSecretsEnv+": ", list, q)
+		return
+	}
 	secretPath := joinPath(path, "signingSecret")
 	envPath := joinPath(path, "signingSecretEnv")
 	switch {
-	case q.SigningSecret != "" && q.SigningSecretEnv != "":
-		l.problemf(path, "set signingSecret or signingSecretEnv, not both")
 	case q.SigningSecretEnv != "":
 		secret := l.getenv(q.SigningSecretEnv)
 		if secret == "" {
@@ -791,9 +835,40 @@ func (l *loader) resolveSecret(path string, q *Queue) {
 			return
 		}
 		q.SigningSecret = secret
-	case q.SigningSecret == "":
-		l.problemf(secretPath, "required (or signingSecretEnv naming an environment variable that holds it)")
+	case q.SigningSecret == "" && !slices.ContainsFunc(secretKeys, func(k string) bool { return l.reported(joinPath(path, k)) }):
+		// (A key that was given but did not decode has been reported.)
+		l.problemf(secretPath, "required (or signingSecretEnv naming an environment variable that holds it, "+
+			"or signingSecrets / signingSecretsEnv listing several to rotate)")
 	}
+}
+
+// resolveSecretList checks a list of secrets (from the file at path, or
+// from an environment variable, then what prefixes messages) and stores
+// it. Messages name positions, never values. A repeated secret is refused
+// because it is always a copy-and-paste slip, most likely while rotating,
+// where it would leave the receivers' new secret unused without a word.
+func (l *loader) resolveSecretList(path, what string, list []string, q *Queue) {
+	if len(list) == 0 {
+		l.problemf(path, "must list at least one secret")
+		return
+	}
+	ok := true
+	for i, s := range list {
+		if strings.TrimSpace(s) == "" {
+			l.problemf(path, "%ssecret %d of %d is empty", what, i+1, len(list))
+			ok = false
+			continue
+		}
+		if j := slices.Index(list[:i], s); j >= 0 {
+			l.problemf(path, "%ssecrets %d and %d are the same", what, j+1, i+1)
+			ok = false
+		}
+	}
+	if !ok {
+		return
+	}
+	q.SigningSecrets = slices.Clone(list)
+	q.SigningSecret = list[0]
 }
 
 // envToken turns a queue name into the part of an environment variable name
@@ -1004,8 +1079,10 @@ func isLoopback(host string) bool {
 // layout, for `simpleqd check` and start-up logs: every default and override
 // is visible, durations are Go duration strings, and API keys, the Redis
 // password and signing secrets are replaced by "[redacted]" (empty ones stay
-// empty, so it still shows whether they are set). A queue whose secret came
-// from signingSecretEnv shows only the variable's name, so the output loads
+// empty, so it still shows whether they are set); a list of signing
+// secrets shows "[redacted 1 of 2]" and so on, so how many are active
+// stays visible. A queue whose secret came from signingSecretEnv (or
+// signingSecretsEnv) shows only the variable's name, so the output loads
 // again as a config file.
 func (c *Config) Redacted() string {
 	var buf bytes.Buffer
@@ -1082,10 +1159,14 @@ type (
 		HoldFor  string `yaml:"holdFor"`
 	}
 	queueView struct {
-		WebhookURL       string       `yaml:"webhookUrl"`
-		SigningSecret    string       `yaml:"signingSecret,omitempty"`
-		SigningSecretEnv string       `yaml:"signingSecretEnv,omitempty"`
-		Settings         settingsView `yaml:",inline"`
+		WebhookURL       string `yaml:"webhookUrl"`
+		SigningSecret    string `yaml:"signingSecret,omitempty"`
+		SigningSecretEnv string `yaml:"signingSecretEnv,omitempty"`
+		// SigningSecrets shows one "[redacted i of n]" per secret: how many
+		// are active and in which order, never what they are.
+		SigningSecrets    []string     `yaml:"signingSecrets,omitempty"`
+		SigningSecretsEnv string       `yaml:"signingSecretsEnv,omitempty"`
+		Settings          settingsView `yaml:",inline"`
 	}
 )
 
@@ -1111,7 +1192,16 @@ func (c *Config) view() configView {
 			SigningSecretEnv: q.SigningSecretEnv,
 			Settings:         settingsViewOf(q.QueueSettings),
 		}
-		if q.SigningSecretEnv == "" {
+		switch {
+		case q.SigningSecretsEnv != "":
+			qv.SigningSecretsEnv = q.SigningSecretsEnv
+		case len(q.SigningSecrets) > 0:
+			// Numbered rather than all "[redacted]", so the output still
+			// loads (a list may not repeat a secret).
+			for i := range q.SigningSecrets {
+				qv.SigningSecrets = append(qv.SigningSecrets, fmt.Sprintf("[redacted %d of %d]", i+1, len(q.SigningSecrets)))
+			}
+		case q.SigningSecretEnv == "":
 			qv.SigningSecret = redact(q.SigningSecret)
 		}
 		v.Queues[name] = qv

@@ -382,11 +382,92 @@ queues:
   unset: {webhookUrl: "http://h/", signingSecretEnv: MISSING}
   both: {webhookUrl: "http://h/", signingSecret: a, signingSecretEnv: Q_SECRET}
   none: {webhookUrl: "http://h/"}
+  blank: {webhookUrl: "http://h/", signingSecret: ""}
 `, map[string]string{"Q_SECRET": "shh"})
 	requireProblem(t, got, "queues.unset.signingSecretEnv", "MISSING", "unset or empty")
-	requireProblem(t, got, "queues.both", "not both")
+	requireProblem(t, got, "queues.both.signingSecretEnv", "cannot be combined with signingSecret", "only one of")
 	requireProblem(t, got, "queues.none.signingSecret", "required")
-	require.Len(t, got, 3, got)
+	requireProblem(t, got, "queues.blank.signingSecret", "required")
+	require.Len(t, got, 4, got)
+}
+
+// TestSigningSecrets: a queue may list its secrets to rotate them. The
+// first is the current one (SigningSecret, which alone signs
+// x-simpleq-signature); the list is also read from one environment
+// variable, comma- or space-separated. Every mistake names its key and the
+// secret's position, never its value.
+func TestSigningSecrets(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, `
+queues:
+  file: {webhookUrl: "http://h/", signingSecrets: [whsec_bmV3bmV3bmV3, whsec_b2xkb2xkb2xk]}
+  env: {webhookUrl: "http://h/", signingSecretsEnv: Q_SECRETS}
+  one: {webhookUrl: "http://h/", signingSecret: solo}
+  override: {webhookUrl: "http://h/", signingSecrets: [a]}
+`, map[string]string{"Q_SECRETS": " new-secret,\told-secret \n", "SIMPLEQ_QUEUES_OVERRIDE_SIGNINGSECRETS": "b,c"})
+	require.NoError(t, err)
+	file := c.Queues["file"]
+	require.Equal(t, []string{"whsec_bmV3bmV3bmV3", "whsec_b2xkb2xkb2xk"}, file.SigningSecrets)
+	require.Equal(t, "whsec_bmV3bmV3bmV3", file.SigningSecret, "the first secret is the current one")
+	require.Equal(t, file.SigningSecrets, file.Secrets())
+	envQ := c.Queues["env"]
+	require.Equal(t, []string{"new-secret", "old-secret"}, envQ.SigningSecrets)
+	require.Equal(t, "new-secret", envQ.SigningSecret)
+	require.Equal(t, "Q_SECRETS", envQ.SigningSecretsEnv)
+	require.Nil(t, c.Queues["one"].SigningSecrets)
+	require.Equal(t, []string{"solo"}, c.Queues["one"].Secrets())
+	require.Equal(t, []string{"b", "c"}, c.Queues["override"].SigningSecrets, "SIMPLEQ_QUEUES_<Q>_SIGNINGSECRETS overrides the list")
+	require.Nil(t, Queue{}.Secrets())
+
+	got := problems(t, `
+queues:
+  mixed: {webhookUrl: "http://h/", signingSecret: s3cret-one, signingSecrets: [s3cret-two]}
+  mixedEnv: {webhookUrl: "http://h/", signingSecrets: [s3cret-two], signingSecretsEnv: Q_SECRETS}
+  empty: {webhookUrl: "http://h/", signingSecrets: []}
+  blank: {webhookUrl: "http://h/", signingSecrets: [s3cret-two, " "]}
+  dup: {webhookUrl: "http://h/", signingSecrets: [s3cret-two, s3cret-three, s3cret-two]}
+  unset: {webhookUrl: "http://h/", signingSecretsEnv: MISSING}
+  envDup: {webhookUrl: "http://h/", signingSecretsEnv: DUP_SECRETS}
+  numeric: {webhookUrl: "http://h/", signingSecrets: [918273645]}
+`, map[string]string{"Q_SECRETS": "x", "DUP_SECRETS": "s3cret-four s3cret-four"})
+	requireProblem(t, got, "queues.mixed.signingSecrets", "cannot be combined with signingSecret", "only one of")
+	requireProblem(t, got, "queues.mixedEnv.signingSecretsEnv", "cannot be combined with signingSecrets")
+	requireProblem(t, got, "queues.empty.signingSecrets", "at least one")
+	requireProblem(t, got, "queues.blank.signingSecrets", "secret 2 of 2 is empty")
+	requireProblem(t, got, "queues.dup.signingSecrets", "secrets 1 and 3 are the same")
+	requireProblem(t, got, "queues.unset.signingSecretsEnv", "MISSING", "unset or empty")
+	requireProblem(t, got, "queues.envDup.signingSecretsEnv", "DUP_SECRETS", "secrets 1 and 2 are the same")
+	requireProblem(t, got, "queues.numeric.signingSecrets", "quote")
+	require.Len(t, got, 8, got)
+	for _, p := range got {
+		require.NotContains(t, p, "s3cret", "a message never shows a secret")
+		require.NotContains(t, p, "918273645", "a message never shows a secret")
+	}
+}
+
+// TestRedactedSecretLists: Redacted shows how many secrets a queue
+// rotates through, never which, and its output loads again.
+func TestRedactedSecretLists(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, `
+queues:
+  file: {webhookUrl: "http://h/", signingSecrets: [whsec_bmV3bmV3bmV3, old-raw-secret]}
+  env: {webhookUrl: "http://h/", signingSecretsEnv: Q_SECRETS}
+`, map[string]string{"Q_SECRETS": "env-new,env-old"})
+	require.NoError(t, err)
+	out := c.Redacted()
+	for _, secret := range []string{"bmV3bmV3bmV3", "old-raw-secret", "env-new", "env-old"} {
+		require.NotContains(t, out, secret)
+	}
+	require.Contains(t, out, "signingSecretsEnv: Q_SECRETS")
+	require.Contains(t, out, "- '[redacted 1 of 2]'\n")
+	require.Contains(t, out, "- '[redacted 2 of 2]'\n")
+	require.NotContains(t, out, "signingSecret:", "the current secret is shown once, as the list's first")
+
+	again, err := load(t, out, map[string]string{"Q_SECRETS": "env-new,env-old"})
+	require.NoError(t, err, out)
+	require.Equal(t, []string{"[redacted 1 of 2]", "[redacted 2 of 2]"}, again.Queues["file"].SigningSecrets)
+	require.Equal(t, c.Queues["env"], again.Queues["env"])
 }
 
 func TestValidationNamesEveryKey(t *testing.T) {

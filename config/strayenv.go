@@ -42,6 +42,9 @@ func StrayEnv(c *Config, environ []string, known ...string) []StrayVariable {
 		if q.SigningSecretEnv != "" {
 			read[q.SigningSecretEnv] = true
 		}
+		if q.SigningSecretsEnv != "" {
+			read[q.SigningSecretsEnv] = true
+		}
 	}
 	for _, env := range []string{c.Redis.PasswordEnv, c.Redis.Sentinel.PasswordEnv} {
 		if env != "" {

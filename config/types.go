@@ -105,14 +105,15 @@ func (r Redis) Embedded() bool {
 	return r.URL == "" && r.Addr == "" && len(r.Addrs) == 0 && !r.Sentinel.Set()
 }
 
-// Same reports whether two Redis sections connect the same way, so a reload
-// can tell a change that needs a restart from none.
+// Same reports whether two Redis sections are equal in every key, so a
+// reload can tell a change that needs a restart from none.
 func (r Redis) Same(o Redis) bool {
 	return r.URL == o.URL && r.Addr == o.Addr && slices.Equal(r.Addrs, o.Addrs) && r.Username == o.Username &&
 		r.Password == o.Password && r.PasswordEnv == o.PasswordEnv && r.DB == o.DB && r.Prefix == o.Prefix &&
 		r.Sentinel.MasterName == o.Sentinel.MasterName && slices.Equal(r.Sentinel.Addrs, o.Sentinel.Addrs) &&
 		r.Sentinel.Username == o.Sentinel.Username && r.Sentinel.Password == o.Sentinel.Password &&
-		r.Sentinel.PasswordEnv == o.Sentinel.PasswordEnv && r.TLS == o.TLS
+		r.Sentinel.PasswordEnv == o.Sentinel.PasswordEnv && r.TLS == o.TLS &&
+		r.Durability == o.Durability && r.ReplicaTimeout == o.ReplicaTimeout
 }
 
 // HTTP configures the API listener.
@@ -208,12 +209,39 @@ type QueueSettings struct {
 
 // Queue is one webhook URL plus its settings.
 type Queue struct {
-	Name          string
-	WebhookURL    string
+	Name       string
+	WebhookURL string
+	// SigningSecret is the current secret: it alone signs
+	// x-simpleq-signature, so SimpleQ's SDK helpers, which know one secret,
+	// keep verifying. With a list (SigningSecrets) it is the list's first.
 	SigningSecret string
 	// SigningSecretEnv names the environment variable SigningSecret was read
 	// from ("" when the file held the secret itself); kept so Redacted can
 	// show where the secret comes from without showing the secret.
 	SigningSecretEnv string
+	// SigningSecrets are the active secrets, current first, when the queue
+	// lists them (signingSecrets or signingSecretsEnv) to rotate: every one
+	// signs webhook-signature, so a receiver holding any of them verifies
+	// while the old secret is being replaced. nil when the queue names one
+	// secret; [Queue.Secrets] covers both forms.
+	SigningSecrets []string
+	// SigningSecretsEnv names the environment variable SigningSecrets were
+	// read from (a comma- or space-separated list), for Redacted as with
+	// SigningSecretEnv.
+	SigningSecretsEnv string
 	QueueSettings
+}
+
+// Secrets returns the queue's active signing secrets, current first,
+// whichever key configured them; nil when none is set. It reads either
+// field, so a Queue built in code with only SigningSecret (tests, the
+// demo) counts the same as a loaded one.
+func (q Queue) Secrets() []string {
+	if len(q.SigningSecrets) > 0 {
+		return q.SigningSecrets
+	}
+	if q.SigningSecret != "" {
+		return []string{q.SigningSecret}
+	}
+	return nil
 }

@@ -113,6 +113,8 @@ func queueDiff(o, n config.Queue) []string {
 	}
 	named("webhookUrl", o.WebhookURL != n.WebhookURL)
 	named("signingSecret", o.SigningSecret != n.SigningSecret || o.SigningSecretEnv != n.SigningSecretEnv)
+	// A rotation step (a secret added, promoted or dropped) changes the list.
+	named("signingSecrets", !slices.Equal(o.SigningSecrets, n.SigningSecrets) || o.SigningSecretsEnv != n.SigningSecretsEnv)
 	valued("mode", o.Mode, n.Mode)
 	valued("concurrency", o.Concurrency, n.Concurrency)
 	valued("rateLimitMax", o.RateLimitMax, n.RateLimitMax)

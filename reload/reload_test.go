@@ -212,6 +212,27 @@ func TestDiffNeverShowsSecrets(t *testing.T) {
 	require.True(t, Diff(old, old).Empty())
 }
 
+// Each rotation step (docs/operations.md) is a change the reload names,
+// without the secrets.
+func TestDiffNamesRotationSteps(t *testing.T) {
+	file := func(secrets string) string {
+		return strings.Replace(queueFile(1, ""), "signingSecret: whsec_x", secrets, 1)
+	}
+	steps := []string{"signingSecret: whsec_old", "signingSecrets: [whsec_old, whsec_new]",
+		"signingSecrets: [whsec_new, whsec_old]", "signingSecrets: [whsec_new]"}
+	// Promoting the new secret changes the current one too.
+	want := [][]string{{"emails: signingSecrets"}, {"emails: signingSecret, signingSecrets"}, {"emails: signingSecrets"}}
+	for i := 1; i < len(steps); i++ {
+		old, err := loadString(t, file(steps[i-1]))
+		require.NoError(t, err)
+		next, err := loadString(t, file(steps[i]))
+		require.NoError(t, err)
+		ch := Diff(old, next)
+		require.Equal(t, want[i-1], ch.ChangedLines(), "%s → %s", steps[i-1], steps[i])
+		require.NotContains(t, fmt.Sprint(ch), "whsec_")
+	}
+}
+
 func loadString(t *testing.T, s string) (*config.Config, error) {
 	path := filepath.Join(t.TempDir(), "c.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(s), 0o600))
