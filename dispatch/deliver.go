@@ -52,22 +52,73 @@ type Deliverer struct {
 
 	// macs keeps keyed HMAC states per signing secret (a *sync.Pool of
 	// hash.Hash each): keying an HMAC hashes two blocks and allocates, a
-	// cost every delivery would otherwise pay.
-	macs sync.Map
+	// cost every delivery would otherwise pay. stdMacs does the same for
+	// webhook-signature, whose key is StandardKey(secret), so decoding a
+	// whsec_ secret is paid once too.
+	macs    sync.Map
+	stdMacs sync.Map
+
+	// hdrBufs holds scratch buffers for the signature header values
+	// (fasthttp copies them), so they cost no allocation.
+	hdrBufs sync.Pool
 }
 
-// sign is Sign with pooled, pre-keyed HMAC states.
-func (d *Deliverer) sign(secret string, body []byte) string {
-	pool, ok := d.macs.Load(secret)
+// pooledMAC returns a reset HMAC-SHA256 keyed with key(secret), taken from
+// the pool pools keeps for secret, and the pool to put it back in.
+func pooledMAC(pools *sync.Map, secret string, key func(string) []byte) (hash.Hash, *sync.Pool) {
+	pool, ok := pools.Load(secret)
 	if !ok {
-		pool, _ = d.macs.LoadOrStore(secret, &sync.Pool{New: func() any { return hmac.New(sha256.New, []byte(secret)) }})
+		pool, _ = pools.LoadOrStore(secret, &sync.Pool{New: func() any { return hmac.New(sha256.New, key(secret)) }})
 	}
 	p := pool.(*sync.Pool)
 	m := p.Get().(hash.Hash)
 	m.Reset()
-	sig := signWith(m, body)
+	return m, p
+}
+
+func rawKey(secret string) []byte { return []byte(secret) }
+
+// hdrScratch is a pooled buffer for the signature header values and the
+// MAC being encoded.
+type hdrScratch struct {
+	buf []byte
+	sum [sha256.Size]byte
+}
+
+// setSignatures signs a delivery: x-simpleq-signature with the first
+// (current) secret alone, exactly as SimpleQ does, so SimpleQ's one-secret
+// helpers keep verifying; then webhook-id, webhook-timestamp (now, Unix
+// seconds: the attempt's time, which is what lets a receiver refuse a
+// replay) and webhook-signature with every active secret. It is Sign and
+// SignStandard on pooled, pre-keyed HMAC states and a pooled buffer.
+// secrets must not be empty.
+func (d *Deliverer) setSignatures(h *fasthttp.RequestHeader, secrets []string, j store.ClaimedJob, body []byte) {
+	sc, _ := d.hdrBufs.Get().(*hdrScratch)
+	if sc == nil {
+		sc = new(hdrScratch)
+	}
+	m, p := pooledMAC(&d.macs, secrets[0], rawKey)
+	b := appendSign(sc.buf[:0], m, &sc.sum, body)
 	p.Put(m)
-	return sig
+	h.SetBytesV("X-Simpleq-Signature", b)
+
+	b = appendStandardID(b[:0], j.ID, j.Attempt)
+	idEnd := len(b)
+	b = strconv.AppendInt(b, time.Now().Unix(), 10)
+	tsEnd := len(b)
+	for i, s := range secrets {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		m, p := pooledMAC(&d.stdMacs, s, StandardKey)
+		b = appendStandardSig(b, m, &sc.sum, b[:idEnd], b[idEnd:tsEnd], body)
+		p.Put(m)
+	}
+	h.SetBytesV(StandardIDHeader, b[:idEnd])
+	h.SetBytesV(StandardTimestampHeader, b[idEnd:tsEnd])
+	h.SetBytesV(StandardSignatureHeader, b[tsEnd:])
+	sc.buf = b
+	d.hdrBufs.Put(sc)
 }
 
 // idleConnTimeout is how long a pooled webhook connection may sit unused.
@@ -190,7 +241,12 @@ func (d *Deliverer) Deliver(ctx context.Context, q config.Queue, j store.Claimed
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.Header.SetContentType("application/json")
 	req.Header.SetUserAgent(d.userAgent)
-	req.Header.Set("X-Simpleq-Signature", d.sign(q.SigningSecret, body))
+	secrets := q.SigningSecrets
+	if len(secrets) == 0 { // a Queue built in code with SigningSecret only
+		one := [1]string{q.SigningSecret}
+		secrets = one[:]
+	}
+	d.setSignatures(&req.Header, secrets, j, body)
 	req.Header.Set("X-Simpleq-Job-Id", j.ID)
 	req.Header.Set("X-Simpleq-Attempt", strconv.Itoa(j.Attempt))
 	req.Header.Set("X-Simpleq-Queue", q.Name)
