@@ -52,7 +52,14 @@
 --   error, dr dead reason, ca completed/dead at ms, sc last webhook status code,
 --   h has history although a and d are 0 (set by replay), lc the last nack or
 --   defer callback applied ("kind|attempt|ms"), so that one sent again after
---   its reply was lost is answered 2xx again (callback.lua).
+--   its reply was lost is answered 2xx again (callback.lua), tp the W3C
+--   traceparent the job was published with (canonical: "00-" 32 hex "-" 16
+--   hex "-" 2 hex) and ts its tracestate, both only when present.
+-- Layout rules the fast paths rely on: every record starts with
+--   {"c":..,"s":..,"x":..,"st":".." (claim.lua matches it without decoding),
+--   and tp and ts come right after st (package store finds tp with one
+--   search; settle.lua's fast path edits the record as a string and keeps
+--   whatever sits between st and the closing brace).
 -- States st: p pending (never delivered, waiting), r waiting again (retry/defer),
 --   f in flight, w awaiting ack, c completed, d dead.
 
@@ -127,6 +134,14 @@ end
 
 local fmt = string.format
 
+-- The meta members of a job's trace context (see the header): tp is only
+-- ever [0-9a-f-] and goes in as it is; ts is free text and is escaped.
+local function trace_members(tp, ts)
+  local s = ',"tp":"' .. tp .. '"'
+  if ts and ts ~= '' then s = s .. ',"ts":' .. cjson.encode(ts) end
+  return s
+end
+
 -- Encodes job meta by hand: cjson.encode formats every number through
 -- printf("%.14g") and costs several microseconds per job, which a busy queue
 -- pays on every claim and settle. Every field is an integer or a string;
@@ -134,6 +149,7 @@ local fmt = string.format
 -- through cjson.encode for its escaping.
 local function encode_meta(m)
   local p = { fmt('{"c":%d,"s":%d,"x":%d,"st":"%s"', m.c, m.s, m.x, m.st) }
+  if m.tp then p[#p + 1] = trace_members(m.tp, m.ts) end
   if m.a ~= 0 then p[#p + 1] = fmt(',"a":%d', m.a) end
   if m.d ~= 0 then p[#p + 1] = fmt(',"d":%d', m.d) end
   if m.o then p[#p + 1] = fmt(',"o":%d', m.o) end

@@ -3,7 +3,11 @@
 -- KEYS: the queue keys of lib.lua.
 -- ARGV[1..19]: queue parameters (lib.lua).
 -- ARGV[20]: n, the number of jobs; then per job 4 values:
---   id, idempotency key ("" for none), delay ms, raw payload bytes.
+--   id, idempotency key ("" for none), delay ms, raw payload bytes;
+--   then, for each job published with a W3C trace context (none: nothing
+--   more), 3 values: the job's index (1..n), its traceparent (canonical, as
+--   package tracing writes it) and tracestate ("" for none). Kept at the
+--   end so that a publish without traces sends nothing more.
 -- A job id already stored (the same call run again by a client retry) is
 -- reported as NEW again and nothing is written.
 -- At most 1000 jobs per call (unpack's limit; package store splits larger
@@ -21,6 +25,15 @@ local ids, keys = {}, {}
 for i = 1, n do
   local b = ARG0 + 2 + (i - 1) * 4
   ids[i], keys[i] = ARGV[b], ARGV[b + 1]
+end
+-- Trace members per job index; a traceparent of another shape is left out
+-- rather than written into the record's JSON unchecked.
+local traced = {}
+for b = ARG0 + 2 + n * 4, #ARGV - 2, 3 do
+  local tp = ARGV[b + 1]
+  if string.find(tp, '^%x%x%-%x+%-%x+%-%x%x$') then
+    traced[tonumber(ARGV[b])] = trace_members(tp, ARGV[b + 2])
+  end
 end
 
 -- A job id already stored means this very call ran before: the client lost
@@ -78,6 +91,7 @@ for i = 1, n do
     -- (see encode_meta). Its due time goes to ZADD as that same string.
     local delay, due_s, x_s, rec = ARGV[b + 2], now_s, plain_x, nil
     local meta = plain
+    local tr = traced[i] or ''
     if delay ~= '0' then
       local due = now + tonumber(delay)
       due_s = fmt('%d', due)
@@ -85,15 +99,15 @@ for i = 1, n do
       meta = fmt('{"c":%s,"s":%s,"x":%s,"st":"p"', now_s, due_s, x_s)
     end
     if key ~= '' then
-      rec = meta .. ',"k":' .. cjson.encode(key) .. '}\n' .. ARGV[b + 3]
+      rec = meta .. tr .. ',"k":' .. cjson.encode(key) .. '}\n' .. ARGV[b + 3]
       idem[#idem + 1] = key
       idem[#idem + 1] = id
       known[key] = id
       fresh[id] = true
-    elseif meta == plain then
+    elseif meta == plain and tr == '' then
       rec = plain_rec .. ARGV[b + 3]
     else
-      rec = meta .. '}\n' .. ARGV[b + 3]
+      rec = meta .. tr .. '}\n' .. ARGV[b + 3]
     end
     local h = #hset
     hset[h + 1] = id

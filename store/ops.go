@@ -39,9 +39,22 @@ func (s *Store) Publish(ctx context.Context, q config.Queue, jobs []NewJob) ([]P
 	args := s.params(q, 1+4*len(jobs))
 	args = append(args, len(jobs))
 	ids := make([]string, len(jobs))
+	traced := 0
 	for i, j := range jobs {
 		ids[i] = s.NewID(q.Name)
 		args = append(args, ids[i], j.IdempotencyKey, ms(j.Delay), []byte(j.Payload))
+		if j.TraceParent != "" {
+			traced++
+		}
+	}
+	// Trace contexts follow the jobs (lua/publish.lua), only for the jobs
+	// that have one: a publish without traces sends no more than before.
+	if traced > 0 {
+		for i, j := range jobs {
+			if j.TraceParent != "" {
+				args = append(args, i+1, j.TraceParent, j.TraceState)
+			}
+		}
 	}
 	res, err := s.run(ctx, lua.Publish, q, args)
 	if err != nil {
@@ -94,6 +107,11 @@ type ClaimedJob struct {
 	Token   string
 	Probe   bool
 	Payload []byte
+	// TraceParent and TraceState are the W3C trace context the job was
+	// published with ("" for none): the parent of the delivery's span, or,
+	// with tracing off, what the webhook is handed unchanged.
+	TraceParent string
+	TraceState  string
 }
 
 // ClaimResult is what one claim call returned.
@@ -172,14 +190,17 @@ func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
 		if err != nil {
 			return ClaimResult{}, fmt.Errorf("claim on queue %s: job %s: %w", q.Name, id, err)
 		}
+		tp, ts := readTrace(rec[:nl])
 		out.Jobs = append(out.Jobs, ClaimedJob{
-			ID:         id,
-			Attempt:    m.A + 1,
-			DeferCount: m.D,
-			CreatedAt:  fromMS(int64(m.C)),
-			Token:      toStr(rest[i+1]),
-			Probe:      toStr(rest[i+2]) == "1",
-			Payload:    []byte(rec[nl+1:]),
+			ID:          id,
+			Attempt:     m.A + 1,
+			DeferCount:  m.D,
+			CreatedAt:   fromMS(int64(m.C)),
+			Token:       toStr(rest[i+1]),
+			Probe:       toStr(rest[i+2]) == "1",
+			Payload:     []byte(rec[nl+1:]),
+			TraceParent: tp,
+			TraceState:  ts,
 		})
 	}
 	return out, nil
@@ -225,6 +246,54 @@ func readClaimMeta(meta string) (claimMeta, error) {
 		return claimMeta{}, fmt.Errorf("decode meta: %w", err)
 	}
 	return m, nil
+}
+
+// readTrace finds the trace context members tp and ts (lua/lib.lua) in a
+// job's meta. It runs once per delivery, so a record without them costs
+// one substring search and no allocation; a record with them costs two
+// small copies (the claim's reply is not kept alive by a substring). As in
+// readClaimMeta, a quoted member name can only be structure: inside a JSON
+// string every quote is escaped. tp is only ever [0-9a-f-]; ts is JSON
+// unescaped when it holds an escape.
+func readTrace(meta string) (parent, state string) {
+	const tpKey, tsKey = `,"tp":"`, `,"ts":"`
+	i := strings.Index(meta, tpKey)
+	if i < 0 {
+		return "", ""
+	}
+	rest := meta[i+len(tpKey):]
+	end := strings.IndexByte(rest, '"')
+	if end < 0 {
+		return "", ""
+	}
+	parent = strings.Clone(rest[:end])
+	rest = rest[end+1:]
+	if !strings.HasPrefix(rest, tsKey) {
+		return parent, ""
+	}
+	// The string runs to the first quote not escaped by a backslash.
+	raw := rest[len(tsKey)-1:] // from its opening quote
+	for k := 1; k < len(raw); k++ {
+		switch raw[k] {
+		case '\\':
+			k++
+		case '"':
+			if strings.IndexByte(raw[1:k], '\\') < 0 {
+				return parent, strings.Clone(raw[1:k])
+			}
+			return parent, unquoteJSON(raw[:k+1])
+		}
+	}
+	return parent, ""
+}
+
+// unquoteJSON decodes a JSON string literal, or gives "" when it is not one.
+func unquoteJSON(lit string) string {
+	var v string
+	if err := json.Unmarshal([]byte(lit), &v); err != nil {
+		return ""
+	}
+	return v
 }
 
 // OutcomeKind is how a delivery ended, as the dispatcher classified it.

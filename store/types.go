@@ -45,6 +45,12 @@ type NewJob struct {
 	IdempotencyKey string
 	// Delay postpones the first delivery.
 	Delay time.Duration
+	// TraceParent and TraceState are the publisher's W3C trace context in
+	// canonical form (package tracing validates them; "" for none). They
+	// are stored with the job, so that every delivery of it, on any daemon
+	// and however late, is a span in the publisher's trace.
+	TraceParent string
+	TraceState  string
 }
 
 // Published is the result of publishing one job.
