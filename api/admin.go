@@ -282,6 +282,9 @@ func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.backend.Resume(r.Context(), q); err != nil {
+		if errors.Is(err, store.ErrNotReplicated) {
+			s.wakeState(name) // the master has the resume; see wakeIfStored
+		}
 		s.backendError(w, r, err)
 		return
 	}

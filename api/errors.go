@@ -26,6 +26,11 @@ const (
 	contentTypeJSON = "application/json"
 )
 
+// msgNotReplicated is the 503 of redis.durability: replicated when no
+// replica confirmed the write in time. The master may hold it, so a client
+// that retries (with its idempotencyKey) gets the same job.
+const msgNotReplicated = "Service unavailable: no Redis replica confirmed the write in time"
+
 // errorBody is every error response: {"error": <string or validationErrors>}.
 type errorBody struct {
 	Error any `json:"error"`
@@ -111,6 +116,14 @@ func writeUnavailable(w http.ResponseWriter) {
 // because their messages depend on the resource.
 func (s *Server) backendError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
+	case errors.Is(err, store.ErrNotReplicated):
+		// Before ErrUnavailable, which it wraps: the body says what
+		// happened, so an operator reading a client's log does not go
+		// looking for a Redis that is down when it is its replica.
+		s.log.Warn("write not confirmed by a replica",
+			zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+		w.Header().Set("Retry-After", msgRetryAfter)
+		writeError(w, http.StatusServiceUnavailable, msgNotReplicated)
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		s.log.Warn("backend unavailable",
 			zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))

@@ -55,6 +55,7 @@ func (s *Server) handlePublish(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.backend.Publish(r.Context(), q, []store.NewJob{job})
 	if err != nil {
+		s.wakeIfStored(name, err)
 		s.backendError(w, r, err)
 		return
 	}
@@ -141,6 +142,7 @@ func (s *Server) handlePublishBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.backend.Publish(r.Context(), q, jobs)
 	if err != nil {
+		s.wakeIfStored(name, err)
 		s.backendError(w, r, err)
 		return
 	}
@@ -266,6 +268,18 @@ func (s *Server) lookupJobQueue(w http.ResponseWriter, r *http.Request) (string,
 func (s *Server) wake(queue string) {
 	if s.waker != nil {
 		s.waker.Wake(queue)
+	}
+}
+
+// wakeIfStored wakes the dispatchers after a publish that failed with
+// store.ErrNotReplicated: the master stored the jobs, only no replica
+// confirmed them in time, so they are delivered like any others. A client
+// that retries gets an idempotent repeat, which wakes nobody; without this
+// the jobs would wait for the next wake-up of the queue, or the dispatcher's
+// safety re-check.
+func (s *Server) wakeIfStored(queue string, err error) {
+	if errors.Is(err, store.ErrNotReplicated) {
+		s.wake(queue)
 	}
 }
 
