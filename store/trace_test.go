@@ -84,16 +84,21 @@ func TestTraceContextTravelsWithTheJob(t *testing.T) {
 		require.Equal(t, tsOdd, c.Jobs[0].TraceState)
 
 		// A defer, then death by attempts and a replay: still there.
-		r, err = s.Settle(ctx, q, []store.Outcome{{ID: ids[0], Token: c.Jobs[0].Token, Kind: store.OutcomeFail, StatusCode: 500}})
+		r, err = s.Settle(ctx, q, []store.Outcome{{ID: ids[0], Token: c.Jobs[0].Token, Kind: store.OutcomeDefer,
+			StatusCode: 429, RetryAfter: q.Backoff.Base}})
 		require.NoError(t, err)
-		require.Equal(t, "RETRY", r[0].Word)
-		b.advance(q.Backoff.Base * 2)
-		c, err = s.Claim(ctx, q, 10)
-		require.NoError(t, err)
-		require.Len(t, c.Jobs, 1)
-		r, err = s.Settle(ctx, q, []store.Outcome{{ID: ids[0], Token: c.Jobs[0].Token, Kind: store.OutcomeFail, StatusCode: 500}})
-		require.NoError(t, err)
-		require.Equal(t, "DEAD", r[0].Word)
+		require.Equal(t, "DEFERRED", r[0].Word)
+		for _, word := range []string{"RETRY", "DEAD"} {
+			b.advance(q.Backoff.Base * 2)
+			c, err = s.Claim(ctx, q, 10)
+			require.NoError(t, err)
+			require.Len(t, c.Jobs, 1)
+			require.Equal(t, tpA, c.Jobs[0].TraceParent)
+			require.Equal(t, tsOdd, c.Jobs[0].TraceState)
+			r, err = s.Settle(ctx, q, []store.Outcome{{ID: ids[0], Token: c.Jobs[0].Token, Kind: store.OutcomeFail, StatusCode: 500}})
+			require.NoError(t, err)
+			require.Equal(t, word, r[0].Word)
+		}
 		n, err := s.Replay(ctx, q, []string{ids[0]})
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
@@ -105,7 +110,7 @@ func TestTraceContextTravelsWithTheJob(t *testing.T) {
 		require.Equal(t, tsOdd, c.Jobs[0].TraceState)
 		j, err = s.GetJob(ctx, q, ids[0])
 		require.NoError(t, err)
-		require.Len(t, j.History, 3)
+		require.Len(t, j.History, 4) // fail, defer, fail, fail
 	})
 }
 
