@@ -76,8 +76,10 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 	d.rdb, d.mini = rdb, mini
 	d.metrics = metrics.New(metrics.Options{Status: d.queueStatuses, Logger: log})
 	d.metrics.InitQueues(cfg.QueueNames())
+	// redis.durability: replicated makes the store follow every write the
+	// API acknowledges, and every settle, with WAIT for one replica.
 	st, err := store.New(rdb, store.Options{Prefix: cfg.Redis.Prefix, LeaseMargin: cfg.Dispatch.LeaseMargin,
-		OnScript: d.metrics.ScriptCall})
+		OnScript: d.metrics.ScriptCall, Replicated: cfg.Redis.Replicated(), ReplicaTimeout: cfg.Redis.ReplicaTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("prepare scripts: %w", err)
 	}
