@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/simpleq/simpleqd/client/webhook"
 	"github.com/simpleq/simpleqd/dispatch"
 	"github.com/simpleq/simpleqd/store"
 )
@@ -94,6 +95,11 @@ func TestDeliveryCarriesStandardHeaders(t *testing.T) {
 		require.True(t, ts >= before && ts <= after, "webhook-timestamp %d is the attempt's time", ts)
 		require.Equal(t, dispatch.SignStandard(secrets, j.ID+":2", ts, body), h.Get("Webhook-Signature"))
 		require.Len(t, strings.Fields(h.Get("Webhook-Signature")), len(secrets), "one v1 entry per active secret")
+		// The Go SDK's verifier (its own copy of the key rule) accepts the
+		// delivery with any one of the secrets.
+		for _, s := range secrets {
+			require.NoError(t, (&webhook.Verifier{Secrets: []string{s}}).Verify(h, body), "verified with %q alone", s)
+		}
 	}
 
 	// A Queue built in code with only SigningSecret signs both headers with it.
@@ -104,4 +110,17 @@ func TestDeliveryCarriesStandardHeaders(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, dispatch.Sign("s", body), h.Get("X-Simpleq-Signature"))
 	require.Equal(t, dispatch.SignStandard([]string{"s"}, j.ID+":2", ts, body), h.Get("Webhook-Signature"))
+}
+
+// TestStandardKeyAgreesWithSDK: the daemon and the Go SDK read every
+// secret form alike (client/webhook keeps its own copy of the rule so it
+// depends on the standard library only).
+func TestStandardKeyAgreesWithSDK(t *testing.T) {
+	t.Parallel()
+	body := []byte(stdVectorBody)
+	for _, s := range []string{stdVectorSecret, "whsec_test", "whsec_dGVzdB==", "whsec_test_secret", "whsec_",
+		"whsec_abc", "whsec_dGVzdA", "whsec_dGVzdA==\n", "whsec_dGV zdA==", "whsec_-_-_", "dGVzdA==", "s3cret"} {
+		sig := dispatch.SignStandard([]string{s}, "job_1_q:1", stdVectorTS, body)
+		require.Equal(t, webhook.SignStandard([]string{s}, "job_1_q:1", time.Unix(stdVectorTS, 0), body), sig, "%q", s)
+	}
 }

@@ -6,11 +6,19 @@
 // It exists because every worker needs the same four things and each is easy
 // to get subtly wrong by hand:
 //
-//   - Verify before parsing. The x-simpleq-signature header is an HMAC-SHA256
-//     of the raw body bytes; Verify compares in constant time (hmac.Equal) and
-//     accepts any of several secrets, so a queue's signingSecret can be rotated
-//     without dropping deliveries (deploy the worker with old and new secret,
-//     then change the daemon's config, then drop the old secret).
+//   - Verify before parsing, and refuse replays. simpleqd signs every
+//     delivery twice: x-simpleq-signature (SimpleQ's, an HMAC-SHA256 of the
+//     raw body under the queue's current secret) and the Standard Webhooks
+//     headers (webhook-id, webhook-timestamp, webhook-signature: an HMAC of
+//     id.timestamp.body under every active secret). Verifier checks the
+//     latter, timestamp within a tolerance (DefaultTolerance, five minutes)
+//     included, so a captured delivery cannot be sent again later; it
+//     compares in constant time and accepts any of several secrets, so a
+//     queue's secret rotates without dropping deliveries (docs/operations.md:
+//     give the worker the new secret beside the old, then list it on the
+//     queue, then promote it, then drop the old). x-simpleq-signature alone
+//     is accepted only with Verifier.AllowUntimestamped; Verify checks it
+//     on its own for callers that need it.
 //   - Keep the payload's bytes. Job.Payload is a json.RawMessage holding the
 //     publisher's exact JSON, so big integers and key order survive.
 //   - Relay backpressure instead of failing. A handler that hit a provider's

@@ -95,23 +95,29 @@ func Verify(secrets []string, body []byte, signature string) bool {
 type HandlerFunc func(ctx context.Context, job *Job, w http.ResponseWriter, r *http.Request) error
 
 // Handler returns an http.Handler for a queue's webhook URL. It answers 405
-// to anything but POST, 401 when the signature is missing or matches none of
-// secrets (checked over the raw body before anything is parsed), 413 for a
-// body over MaxBodyBytes and 400 for a signed body that is not an envelope;
-// otherwise it calls fn and answers as HandlerFunc describes.
+// to anything but POST, 401 when the delivery does not verify (see
+// Verifier: checked over the raw body before anything is parsed, a stale
+// webhook-timestamp included), 413 for a body over MaxBodyBytes and 400
+// for a signed body that is not an envelope; otherwise it calls fn and
+// answers as HandlerFunc describes.
 //
 // secrets lists the accepted signing secrets, normally one; list two while
-// rotating. It panics when no secret is non-empty, because such a handler
-// could only ever answer 401 and that is a configuration mistake best seen
-// at start-up.
+// rotating. It is Verifier{Secrets: secrets}.Handler(fn): the default
+// tolerance, and no delivery without the Standard Webhooks headers. It
+// panics when no secret is non-empty, because such a handler could only
+// ever answer 401 and that is a configuration mistake best seen at
+// start-up.
 func Handler(secrets []string, fn HandlerFunc) http.Handler {
-	keep := make([]string, 0, len(secrets))
-	for _, s := range secrets {
-		if s != "" {
-			keep = append(keep, s)
-		}
-	}
-	if len(keep) == 0 {
+	return Verifier{Secrets: secrets}.Handler(fn)
+}
+
+// Handler is the package's Handler with this Verifier's secrets,
+// tolerance and policy. The 401's body names what failed (no secret
+// appears in it), which the dispatcher records as the attempt's error, so
+// an operator sees "timestamp outside tolerance" rather than guessing.
+func (v Verifier) Handler(fn HandlerFunc) http.Handler {
+	v.Secrets = nonEmpty(v.Secrets)
+	if len(v.Secrets) == 0 {
 		panic("webhook.Handler: no signing secret given")
 	}
 	if fn == nil {
@@ -133,8 +139,8 @@ func Handler(secrets []string, fn HandlerFunc) http.Handler {
 			http.Error(w, "could not read body", http.StatusBadRequest)
 			return
 		}
-		if !Verify(keep, body, r.Header.Get(SignatureHeader)) {
-			http.Error(w, "invalid signature", http.StatusUnauthorized)
+		if err := v.Verify(r.Header, body); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
 		job, err := DecodeJob(body)

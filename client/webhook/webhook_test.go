@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,17 +58,27 @@ func TestVerify(t *testing.T) {
 	require.False(t, Verify([]string{kaSecret}, tampered, kaSig))
 }
 
-// post sends body signed with secret ("" = unsigned) to h.
+// post sends body signed with secret ("" = unsigned) to h, as simpleqd
+// signs: x-simpleq-signature and the Standard Webhooks headers, now.
 func post(t *testing.T, h http.Handler, body, secret string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, "/webhook", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if secret != "" {
-		req.Header.Set(SignatureHeader, Sign(secret, []byte(body)))
+		signBoth(req.Header, []string{secret}, "job_x:1", time.Now(), []byte(body))
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	return rec
+}
+
+// signBoth sets the headers simpleqd sends for body signed with secrets
+// (the first signs x-simpleq-signature) at ts.
+func signBoth(h http.Header, secrets []string, id string, ts time.Time, body []byte) {
+	h.Set(SignatureHeader, Sign(secrets[0], body))
+	h.Set(IDHeader, id)
+	h.Set(TimestampHeader, strconv.FormatInt(ts.Unix(), 10))
+	h.Set(StandardSignatureHeader, SignStandard(secrets, id, ts, body))
 }
 
 func TestHandlerDecodesVerifiedJob(t *testing.T) {
@@ -104,7 +115,7 @@ func TestHandlerRefusesBadRequests(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, post(t, h, kaBody, "").Code, "missing signature")
 	require.Equal(t, http.StatusUnauthorized, post(t, h, kaBody, "whsec_wrong").Code, "wrong secret")
 	req := httptest.NewRequest(http.MethodPost, "/webhook", strings.NewReader(kaBody+" "))
-	req.Header.Set(SignatureHeader, kaSig) // signature of other bytes
+	signBoth(req.Header, []string{kaSecret}, "job_x:1", time.Now(), []byte(kaBody)) // signatures of other bytes
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusUnauthorized, rec.Code, "signature over different bytes")
