@@ -11,6 +11,7 @@ import (
 	"github.com/simpleq/simpleqd/config"
 	"github.com/simpleq/simpleqd/internal/wiretime"
 	"github.com/simpleq/simpleqd/store"
+	"github.com/simpleq/simpleqd/tracing"
 )
 
 // registerJobRoutes: publishing and reading jobs.
@@ -53,6 +54,9 @@ func (s *Server) handlePublish(w http.ResponseWriter, r *http.Request) {
 		writeValidation(w, v.errs)
 		return
 	}
+	// A W3C traceparent is kept with the job; a malformed one is ignored
+	// (package tracing says why), never a 400.
+	job.TraceParent, job.TraceState = tracing.FromHeader(r.Header)
 	res, err := s.backend.Publish(r.Context(), q, []store.NewJob{job})
 	if err != nil {
 		s.wakeIfStored(name, err)
@@ -139,6 +143,12 @@ func (s *Server) handlePublishBatch(w http.ResponseWriter, r *http.Request) {
 	if v.failed() {
 		writeValidation(w, v.errs)
 		return
+	}
+	// The request's trace context is every job's: one publish, one parent.
+	if tp, ts := tracing.FromHeader(r.Header); tp != "" {
+		for i := range jobs {
+			jobs[i].TraceParent, jobs[i].TraceState = tp, ts
+		}
 	}
 	res, err := s.backend.Publish(r.Context(), q, jobs)
 	if err != nil {

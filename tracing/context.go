@@ -45,11 +45,13 @@ const MaxTraceState = 512
 // dropped and the traceparent kept. A request without the header costs one
 // map lookup.
 func FromHeader(h http.Header) (parent, state string) {
-	vals := h.Values(TraceParentHeader)
+	// The canonical keys, looked up as they are: Values would canonicalize
+	// "traceparent" on every request, an allocation each.
+	vals := h["Traceparent"]
 	if len(vals) != 1 || vals[0] == "" {
 		return "", ""
 	}
-	c := carrier{parent: vals[0], state: strings.Join(h.Values(TraceStateHeader), ",")}
+	c := carrier{parent: vals[0], state: strings.Join(h["Tracestate"], ",")}
 	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), c))
 	if !sc.IsValid() {
 		return "", ""
