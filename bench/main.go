@@ -249,6 +249,11 @@ func run(ctx context.Context, o options) error {
 	}
 	perJob := float64(memNow-memBefore)/float64(waiting) - 200
 	add("Redis memory per waiting job beyond its 200-byte payload", fmt.Sprintf("%.0f bytes", perJob), "≤ 400")
+	// What redis.durability: replicated costs, on a master with a replica
+	// (durability.go); its own Redis pair and daemons.
+	if err := durabilityRows(ctx, bin, work, hook.url, o, body, add); err != nil {
+		return err
+	}
 	if o.only == "publish" {
 		_ = d.stop()
 		return printRows(rows)

@@ -25,7 +25,7 @@ const replicaTimeout = 200 * time.Millisecond
 
 // startReplicated starts a master and one replica of it, and waits until the
 // replica is in sync.
-func startReplicated(t *testing.T) (master, replica *redistest.Server) {
+func startReplicated(t testing.TB) (master, replica *redistest.Server) {
 	t.Helper()
 	// Diskless sync at once: Redis 7 waits 5 s by default for more
 	// replicas to share one transfer.
@@ -37,7 +37,7 @@ func startReplicated(t *testing.T) (master, replica *redistest.Server) {
 }
 
 // waitOnline waits until n replicas of the master are online.
-func waitOnline(t *testing.T, m *redis.Client, n int) {
+func waitOnline(t testing.TB, m *redis.Client, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -52,7 +52,7 @@ func waitOnline(t *testing.T, m *redis.Client, n int) {
 	}
 }
 
-func replicatedStore(t *testing.T, rdb redis.UniversalClient) *store.Store {
+func replicatedStore(t testing.TB, rdb redis.UniversalClient) *store.Store {
 	t.Helper()
 	s, err := store.New(rdb, store.Options{Prefix: "t", LeaseMargin: 50 * time.Millisecond,
 		Replicated: true, ReplicaTimeout: replicaTimeout})
@@ -233,5 +233,32 @@ func TestReplicatedWaitOnClusterGoesToTheQueueMaster(t *testing.T) {
 		} else {
 			require.NotContains(t, info, "cmdstat_wait:", "no WAIT went to %s", n.Addr)
 		}
+	}
+}
+
+// BenchmarkPublishDurability is the cost of replicated durability per
+// publish script call, one call at a time, on a master with one loopback
+// replica: local runs the script; replicated runs it and waits for the
+// replica to confirm (WAIT 1), one more round trip to the replica.
+//
+//	go test ./store -run '^$' -bench PublishDurability -benchtime 3000x
+func BenchmarkPublishDurability(b *testing.B) {
+	master, _ := startReplicated(b)
+	for _, mode := range []string{"local", "replicated"} {
+		b.Run(mode, func(b *testing.B) {
+			rdb := redis.NewClient(&redis.Options{Addr: master.Addr})
+			b.Cleanup(func() { _ = rdb.Close() })
+			s, err := store.New(rdb, store.Options{Prefix: "b" + mode, Replicated: mode == "replicated"})
+			require.NoError(b, err)
+			require.NoError(b, s.Load(context.Background()))
+			q := queue("q")
+			job := []store.NewJob{{Payload: json.RawMessage(`{"data":"` + strings.Repeat("x", 180) + `"}`)}}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := s.Publish(context.Background(), q, job); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
