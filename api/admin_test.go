@@ -231,10 +231,11 @@ func TestPause(t *testing.T) {
 	require.Equal(t, []adminCall{{Method: "Pause", Queue: "emails", Reason: "deploying the worker"}}, h.backend.adminCalls())
 	require.Empty(t, h.waker.calls(), "a pause starts nothing")
 
-	// The body is optional: none at all (whatever the content type), or {}.
+	// The body is optional: none at all (still content-type:
+	// application/json, browser.go), or {}.
 	for _, rq := range []req{
 		{method: http.MethodPost, path: "/v1/queues/emails/pause"},
-		{method: http.MethodPost, path: "/v1/queues/emails/pause", contentType: str("")},
+		{method: http.MethodPost, path: "/v1/queues/emails/pause", contentType: str("application/json; charset=utf-8")},
 		{method: http.MethodPost, path: "/v1/queues/emails/pause", body: `{}`},
 		{method: http.MethodPost, path: "/v1/queues/emails/pause", body: `{"reason":null}`},
 	} {

@@ -66,8 +66,11 @@ func TestAuthDisabledWithoutKeys(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, func(o *Options) { o.APIKeys = keys })
-			w := h.do(t, req{method: http.MethodGet, path: "/v1/queues", auth: str("")})
+			w := h.do(t, req{method: http.MethodGet, path: "/v1/queues", auth: str(""), host: "127.0.0.1:8080"})
 			require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+			// Keyless means loopback only, also by name (browser_test.go).
+			w = h.do(t, req{method: http.MethodGet, path: "/v1/queues", auth: str("")})
+			requireError(t, w, http.StatusForbidden, "forbidden")
 		})
 	}
 }

@@ -234,10 +234,13 @@ func newHarness(t testing.TB, mod ...func(*Options)) *harness {
 }
 
 // req is one request; JSON content type and the test key unless overridden.
+// host is the Host header (httptest's example.com when empty); origin is an
+// Origin header (none when empty).
 type req struct {
 	method, path, body string
 	contentType        *string
 	auth               *string
+	host, origin       string
 }
 
 func str(s string) *string { return &s }
@@ -249,6 +252,12 @@ func (h *harness) do(t testing.TB, rq req) *httptest.ResponseRecorder {
 		body = strings.NewReader(rq.body)
 	}
 	r := httptest.NewRequest(rq.method, rq.path, body)
+	if rq.host != "" {
+		r.Host = rq.host
+	}
+	if rq.origin != "" {
+		r.Header.Set("Origin", rq.origin)
+	}
 	ct := "application/json"
 	if rq.contentType != nil {
 		ct = *rq.contentType

@@ -86,8 +86,11 @@ func New(opts Options) *Server {
 	}
 	s.routes()
 	// Outermost first: log everything (including 401s), turn panics into a
-	// JSON 500, authenticate, then route with JSON 404/405 for unknown paths.
-	s.handler = s.logRequests(s.recoverPanics(s.shedLoad(s.requireAuth(s.jsonFallback(s.mux)))))
+	// JSON 500, refuse what a keyless daemon must not serve to a browser
+	// (before any load-shedding slot is taken), authenticate, refuse
+	// state changes that are not JSON (browser.go), then route with JSON
+	// 404/405 for unknown paths.
+	s.handler = s.logRequests(s.recoverPanics(s.keylessGuard(s.shedLoad(s.requireAuth(requireJSON(s.jsonFallback(s.mux)))))))
 	return s
 }
 

@@ -25,6 +25,19 @@ const key = "sk_daemon_test"
 // webhook, and returns its base URL.
 func startDaemon(t *testing.T, webhook string, maxAttempts int) string {
 	t.Helper()
+	return startDaemonWith(t, webhook, maxAttempts, nil)
+}
+
+// startDaemonWith is startDaemon with a last change to the configuration.
+func startDaemonWith(t *testing.T, webhook string, maxAttempts int, mod func(*config.Config)) string {
+	t.Helper()
+	_, base := launch(t, webhook, maxAttempts, mod)
+	return base
+}
+
+// launch is startDaemonWith, also returning the Daemon.
+func launch(t *testing.T, webhook string, maxAttempts int, mod func(*config.Config)) (*Daemon, string) {
+	t.Helper()
 	cfg := config.Default()
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.ShutdownGrace = time.Second
@@ -34,6 +47,9 @@ func startDaemon(t *testing.T, webhook string, maxAttempts int) string {
 	s.Timeout = 2 * time.Second
 	s.Backoff = config.Backoff{Type: "fixed", Base: 10 * time.Millisecond, Max: 10 * time.Millisecond}
 	cfg.Queues = map[string]config.Queue{"emails": {Name: "emails", WebhookURL: webhook, SigningSecret: "s", QueueSettings: s}}
+	if mod != nil {
+		mod(cfg)
+	}
 	d, err := New(cfg, zap.NewNop())
 	require.NoError(t, err)
 	addr, err := d.Listen()
@@ -54,7 +70,7 @@ func startDaemon(t *testing.T, webhook string, maxAttempts int) string {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, 10*time.Second, 10*time.Millisecond)
-	return base
+	return d, base
 }
 
 func call(t *testing.T, method, url, body string) (int, string) {
@@ -66,8 +82,8 @@ func call(t *testing.T, method, url, body string) (int, string) {
 	req, err := http.NewRequest(method, url, r)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+key)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	if method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json") // even without a body, as every client does
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -112,7 +128,13 @@ func TestMetricsWiring(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return strings.Contains(scrape(t, base), `simpleqd_deliveries_total{outcome="success",queue="emails"} 2`)
 	}, 10*time.Second, 20*time.Millisecond)
-	text = scrape(t, base)
+	// The gauges come from a status read up to a second old (metrics'
+	// StatusCacheTTL): wait for one made after the deliveries.
+	require.Eventually(t, func() bool {
+		text = scrape(t, base)
+		return strings.Contains(text, `simpleqd_jobs{queue="emails",status="pending"} 0`) &&
+			strings.Contains(text, `simpleqd_jobs{queue="emails",status="processing"} 0`)
+	}, 10*time.Second, 50*time.Millisecond)
 	require.Contains(t, text, `simpleqd_jobs_published_total{queue="emails"} 2`, "an idempotent repeat is not a publish")
 	require.Contains(t, text, `simpleqd_publish_to_delivery_seconds_count{queue="emails"} 2`)
 	require.Contains(t, text, `simpleqd_delivery_duration_seconds_count{queue="emails"} 2`)
@@ -273,4 +295,59 @@ func TestRouting(t *testing.T) {
 	code, h, _ = get("/console/../v1/nope", false)
 	require.Contains(t, []int{http.StatusMovedPermanently, http.StatusTemporaryRedirect}, code)
 	require.Equal(t, "/v1/nope", h.Get("Location"))
+}
+
+// TestKeylessRefusesBrowserAttacks replays review finding 6 against a real
+// listener (fastserve fills in r.Host and the headers): a daemon without
+// API keys, on loopback, refuses a cross-site text/plain pause and resume
+// (CSRF) and a read under a foreign Host (DNS rebinding), and still serves
+// its own clients and the console's same-origin calls.
+func TestKeylessRefusesBrowserAttacks(t *testing.T) {
+	t.Parallel()
+	base := startDaemonWith(t, "http://127.0.0.1:1/hook", 3, func(c *config.Config) { c.Auth.APIKeys = nil })
+	addr := strings.TrimPrefix(base, "http://")
+	send := func(method, path, host, origin, ct string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(""))
+		require.NoError(t, err)
+		if host != "" {
+			req.Host = host
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	for _, path := range []string{"/v1/queues/emails/pause", "/v1/queues/emails/resume"} {
+		code, body := send(http.MethodPost, path, "", "https://evil.example", "text/plain")
+		require.Equal(t, http.StatusForbidden, code, body)
+		require.JSONEq(t, `{"error":"forbidden"}`, body)
+		code, body = send(http.MethodPost, path, "", "", "text/plain")
+		require.Equal(t, http.StatusUnsupportedMediaType, code, body)
+		require.JSONEq(t, `{"error":"Content-Type must be application/json"}`, body)
+	}
+	code, body := send(http.MethodGet, "/v1/queues", "evil.example:26392", "http://evil.example:26392", "")
+	require.Equal(t, http.StatusForbidden, code, body)
+	code, body = send(http.MethodGet, "/v1/queues/emails", "", "", "")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"state":"open"`, "nothing above paused the queue")
+
+	// The console's own calls: same origin, JSON.
+	code, body = send(http.MethodPost, "/v1/queues/emails/pause", "", "http://"+addr, "application/json")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"state":"paused"`)
+	code, body = send(http.MethodPost, "/v1/queues/emails/resume", "localhost:"+addr[strings.LastIndex(addr, ":")+1:], "", "application/json")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"state":"open"`)
+	// Probes and /metrics answer under any name.
+	code, _ = send(http.MethodGet, "/metrics", "evil.example", "", "")
+	require.Equal(t, http.StatusOK, code)
 }

@@ -112,7 +112,9 @@ func (v *oaValidator) request(c oaCall) *http.Request {
 	}
 	req, err := http.NewRequest(c.method, v.d.URL+c.path, body)
 	require.NoError(v.t, err)
-	if c.body != "" {
+	// A POST says JSON even without a body, as every client does: the API
+	// refuses any other state change (api/browser.go).
+	if c.body != "" || c.contentType != "" || c.method != http.MethodGet {
 		ct := c.contentType
 		if ct == "" {
 			ct = "application/json"
