@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/store"
 )
 
 const key = "sk_daemon_test"
@@ -350,4 +352,130 @@ func TestKeylessRefusesBrowserAttacks(t *testing.T) {
 	// Probes and /metrics answer under any name.
 	code, _ = send(http.MethodGet, "/metrics", "evil.example", "", "")
 	require.Equal(t, http.StatusOK, code)
+}
+
+// TestConcurrentScrapesInspectOnce (review finding 10): /metrics needs no
+// key, and each status read runs the inspect script once per queue, so many
+// scrapes at once must share one read, cached for a second, and the ones
+// past the in-flight bound get a 503 rather than queueing work. Counted by
+// the store's own script timing (simpleqd_redis_script_duration_seconds).
+func TestConcurrentScrapesInspectOnce(t *testing.T) {
+	t.Parallel()
+	d, base := launch(t, "http://127.0.0.1:1/hook", 3, func(c *config.Config) {
+		s := c.Queues["emails"].QueueSettings
+		for _, name := range []string{"q2", "q3"} {
+			c.Queues[name] = config.Queue{Name: name, WebhookURL: "http://127.0.0.1:1/hook", SigningSecret: "s", QueueSettings: s}
+		}
+	})
+	inspects := func() uint64 {
+		mfs, err := d.metrics.Registry().Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() != "simpleqd_redis_script_duration_seconds" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "script" && l.GetValue() == "inspect" {
+						return m.GetHistogram().GetSampleCount()
+					}
+				}
+			}
+		}
+		t.Fatal("no inspect timings")
+		return 0
+	}
+	// Nothing but a status read runs inspect (the API's queue views do too,
+	// but none is asked for here), so the count starts at 0, and it is read
+	// below right after the scrapes, within the read's cache window.
+	const n = 32
+	var wg sync.WaitGroup
+	var ok, shed atomic.Int64
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get(base + "/metrics")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusOK:
+				ok.Add(1)
+			case http.StatusServiceUnavailable:
+				shed.Add(1)
+			default:
+				t.Errorf("status %d", resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Positive(t, ok.Load())
+	require.Equal(t, int64(n), ok.Load()+shed.Load())
+	// One read (three inspects, one per queue) serves them all while it is
+	// fresh; a machine stalled past the second may add one more read.
+	got := inspects()
+	require.GreaterOrEqual(t, got, uint64(3))
+	require.LessOrEqual(t, got, uint64(2*3), "%d scrapes ran %d inspect scripts", n, got)
+}
+
+// TestDeadPageBoundedInBytes (review finding 11), through the API: with
+// payloads near http.maxPayloadBytes, GET …/dead?limit=1000 answers fewer
+// jobs than asked, within the store's byte bound, and a nextCursor that
+// pages on to the rest; the answer keeps api.md's {jobs, nextCursor} shape.
+func TestDeadPageBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer hook.Close()
+	base := startDaemon(t, hook.URL, 1)
+	const jobs = 6
+	payload := `{"payload":{"x":"` + strings.Repeat("a", 1<<20-64) + `"}}`
+	for range jobs {
+		code, body := call(t, http.MethodPost, base+"/v1/queues/emails/jobs", payload)
+		require.Equal(t, http.StatusCreated, code, body)
+	}
+	require.Eventually(t, func() bool {
+		_, body := call(t, http.MethodGet, base+"/v1/queues/emails", "")
+		return strings.Contains(body, `"dead":6`)
+	}, 20*time.Second, 50*time.Millisecond)
+
+	var seen []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, jobs, "paging does not end")
+		url := base + "/v1/queues/emails/dead?limit=1000"
+		if cursor != "" {
+			url += "&cursor=" + cursor
+		}
+		code, body := call(t, http.MethodGet, url, "")
+		require.Equal(t, http.StatusOK, code, body[:min(len(body), 200)])
+		require.LessOrEqual(t, len(body), store.MaxDeadPageBytes+64<<10, "the page is bounded in bytes")
+		var page struct {
+			Jobs []struct {
+				ID string `json:"id"`
+			} `json:"jobs"`
+			NextCursor *string `json:"nextCursor"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &page))
+		require.NotEmpty(t, page.Jobs)
+		require.Less(t, len(page.Jobs), jobs, "six 1 MiB jobs do not fit one page")
+		for _, j := range page.Jobs {
+			seen = append(seen, j.ID)
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		cursor = *page.NextCursor
+	}
+	require.Len(t, seen, jobs)
+	uniq := map[string]bool{}
+	for _, id := range seen {
+		uniq[id] = true
+	}
+	require.Len(t, uniq, jobs, "every dead job once")
 }
