@@ -6,10 +6,17 @@ package test
 // provider that rate-limits its first three calls. The example must relay
 // that backpressure (standard: answer 429 + Retry-After; ack: POST /defer),
 // so every job completes with attempts == 1 and the three 429s show up as
-// deferred history entries, each with the provider's 0.2 s wait.
+// deferred history entries, each with the provider's 0.2 s wait. Each
+// example verifies webhook-signature (Standard Webhooks) with its timestamp:
+// the daemon's queue is mid-rotation, and forged, un-timestamped and
+// replayed deliveries are refused with 401.
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
@@ -36,7 +43,13 @@ const (
 	exJobs    = 20
 	exLimited = 3 // provider calls answered 429
 	exKey     = "ex_key"
-	exSecret  = "whsec_examples"
+	// The queue is mid-rotation: it signs with [exNewSecret, exSecret], and
+	// the examples were given only exSecret (and an older one). So every
+	// delivery verifies by webhook-signature alone (x-simpleq-signature is
+	// exNewSecret's), and exSecret, in the Standard Webhooks form (whsec_ +
+	// base64 of 32 bytes), must be decoded as that form says.
+	exSecret    = "whsec_c2ltcGxlcWQgZXhhbXBsZXMgc2lnbmluZyBrZXkhISE="
+	exNewSecret = "examples-new-raw-secret"
 )
 
 // exExample is one example program and the queue mode it is written for.
@@ -201,35 +214,57 @@ func exRun(t *testing.T, ex exExample) {
 queues:
   work:
     webhookUrl: http://127.0.0.1:%d/webhook
-    signingSecret: %s
+    signingSecrets: [%s, %s]
     mode: %s
     concurrency: 4
     maxAttempts: 3
     backoff: {type: fixed, base: 100ms}
-`, exKey, port, exSecret, ex.mode)
+`, exKey, port, exNewSecret, exSecret, ex.mode)
 	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml, LogLevel: "info"})
 	exStart(t, ex, []string{
 		"SIMPLEQ_URL=" + d.URL,
 		"SIMPLEQ_API_KEY=" + exKey,
-		// A rotation in progress: the queue signs with the second secret.
+		// A rotation in progress (see exSecret): the worker knows the
+		// queue's second secret only.
 		"SIGNING_SECRET=whsec_previous," + exSecret,
 		"LISTEN=127.0.0.1:" + strconv.Itoa(port),
 		"PROVIDER_URL=" + provider.URL + "/v1/messages",
 	}, port)
 
-	// An unsigned or wrongly signed delivery is refused before any work.
-	env := `{"id":"job_x_work","queue":"work","payload":{},"attempt":1,"maxAttempts":3,"deferCount":0,"createdAt":"2026-01-01T00:00:00.000Z"}`
-	for _, sig := range []string{"", webhook.Sign("whsec_wrong", []byte(env))} {
-		req, err := http.NewRequest("POST", "http://127.0.0.1:"+strconv.Itoa(port)+"/webhook", strings.NewReader(env))
+	// Deliveries that are unsigned, wrongly signed, signed the SimpleQ way
+	// only (which carries no timestamp, so could be a replay), or genuinely
+	// signed but ten minutes old (a replay) are refused before any work.
+	env := []byte(`{"id":"job_x_work","queue":"work","payload":{},"attempt":1,"maxAttempts":3,"deferCount":0,"createdAt":"2026-01-01T00:00:00.000Z"}`)
+	// standard signs env for webhook-signature under key, at.
+	standard := func(key []byte, at time.Time) http.Header {
+		ts := strconv.FormatInt(at.Unix(), 10)
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte("job_x_work:1." + ts + "."))
+		m.Write(env)
+		return http.Header{"Webhook-Id": {"job_x_work:1"}, "Webhook-Timestamp": {ts},
+			"Webhook-Signature": {"v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))}}
+	}
+	decoded, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(exSecret, "whsec_"))
+	require.NoError(t, err)
+	require.NoError(t, (&webhook.Verifier{Secrets: []string{exSecret}}).Verify(standard(decoded, time.Now()), env), "the test's own signing is right")
+	refreshed := standard(decoded, time.Now().Add(-time.Hour))
+	refreshed.Set("Webhook-Timestamp", strconv.FormatInt(time.Now().Unix(), 10))
+	for name, h := range map[string]http.Header{
+		"unsigned":                    {},
+		"x-simpleq-signature only":    {"X-Simpleq-Signature": {webhook.Sign(exSecret, env)}},
+		"wrong secret":                standard([]byte("whsec_wrong"), time.Now()),
+		"whsec_ secret not decoded":   standard([]byte(exSecret), time.Now()),
+		"replayed ten minutes later":  standard(decoded, time.Now().Add(-10*time.Minute)),
+		"replay with a new timestamp": refreshed,
+	} {
+		req, err := http.NewRequest("POST", "http://127.0.0.1:"+strconv.Itoa(port)+"/webhook", bytes.NewReader(env))
 		require.NoError(t, err)
+		req.Header = h
 		req.Header.Set("Content-Type", "application/json")
-		if sig != "" {
-			req.Header.Set("X-Simpleq-Signature", sig)
-		}
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		resp.Body.Close()
-		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "signature %q", sig)
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, name)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)

@@ -9,6 +9,8 @@
 //	SIMPLEQ_URL      the daemon's API (default http://127.0.0.1:8080)
 //	SIMPLEQ_API_KEY  a key from the daemon's auth.apiKeys (empty: none)
 //	SIGNING_SECRET   the queue's signingSecret; several, comma-separated, while rotating
+//	ALLOW_UNTIMESTAMPED  1 accepts deliveries signed with x-simpleq-signature only (SimpleQ's
+//	                 hosted service), giving up replay protection for them
 //	LISTEN           address to listen on (default 127.0.0.1:9000); the webhook path is /webhook
 //	PROVIDER_URL     the downstream to call; empty starts a built-in fake that 429s its first 3 calls
 //
@@ -62,7 +64,11 @@ func main() {
 	w := &worker{sq: sq, providerURL: providerURL, provider: &http.Client{Timeout: 30 * time.Second}}
 
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhook", webhook.Handler(secrets, func(ctx context.Context, job *webhook.Job, _ http.ResponseWriter, _ *http.Request) error {
+	// The SDK verifies webhook-signature (Standard Webhooks) with its
+	// timestamp, so a captured delivery cannot be replayed after five
+	// minutes; x-simpleq-signature alone is accepted only on request.
+	verifier := webhook.Verifier{Secrets: secrets, AllowUntimestamped: os.Getenv("ALLOW_UNTIMESTAMPED") == "1"}
+	mux.Handle("POST /webhook", verifier.Handler(func(ctx context.Context, job *webhook.Job, _ http.ResponseWriter, _ *http.Request) error {
 		w.inflight.Add(1)
 		// The request's context ends with the 200; the work must outlive it.
 		go w.process(context.WithoutCancel(ctx), job)

@@ -16,18 +16,22 @@ Environment:
   SIMPLEQ_URL      the daemon's API (default http://127.0.0.1:8080)
   SIMPLEQ_API_KEY  a key from the daemon's auth.apiKeys (empty: none)
   SIGNING_SECRET   the queue's signingSecret; several, comma-separated, while rotating
+  ALLOW_UNTIMESTAMPED  1 accepts deliveries signed with x-simpleq-signature only
+                   (SimpleQ's hosted service), giving up replay protection for them
   LISTEN           host:port to listen on (default 127.0.0.1:9000); webhook path /webhook
   PROVIDER_URL     the downstream to call; empty starts a built-in fake that 429s 3 calls
 
 Queue config: mode: ack, webhookUrl: http://<LISTEN>/webhook.
 """
 
+import base64
 import email.utils
 import hashlib
 import hmac
 import json
 import os
 import random
+import re
 import signal
 import sys
 import threading
@@ -38,6 +42,8 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SECRETS = [s for s in os.environ.get("SIGNING_SECRET", "").split(",") if s]
+ALLOW_UNTIMESTAMPED = os.environ.get("ALLOW_UNTIMESTAMPED") == "1"
+TOLERANCE = 5 * 60  # seconds a webhook-timestamp may be from this clock, either way
 LISTEN = os.environ.get("LISTEN", "127.0.0.1:9000")
 PROVIDER_URL = os.environ.get("PROVIDER_URL", "")
 SIMPLEQ_URL = os.environ.get("SIMPLEQ_URL", "http://127.0.0.1:8080").rstrip("/")
@@ -50,11 +56,70 @@ def log(msg: str) -> None:
     print(f"[ack_worker] {msg}", flush=True)
 
 
-def verify_signature(raw: bytes, header: str | None) -> bool:
-    """x-simpleq-signature is sha256=<hex HMAC-SHA256 of the raw body>.
+def verify_delivery(raw: bytes, headers) -> str | None:
+    """None when the delivery is authentic and fresh, otherwise why not.
 
     Verify over the raw bytes BEFORE parsing, in constant time, against every
-    accepted secret (two while rotating)."""
+    accepted secret (two while rotating). simpleqd signs two ways:
+    webhook-signature (Standard Webhooks: an HMAC of "id.timestamp.body" under
+    every active secret) and x-simpleq-signature (SimpleQ's: an HMAC of the
+    body under the current secret only). The first also proves when the
+    delivery was made, so a captured one cannot be replayed later: it is
+    required, and decides alone (a receiver still holding only the old secret
+    matches it during a rotation). x-simpleq-signature alone is accepted only
+    with ALLOW_UNTIMESTAMPED=1 (SimpleQ's hosted service sends nothing else)."""
+    std = headers.get("webhook-signature")
+    if std:
+        return verify_standard(raw, headers.get("webhook-id"), headers.get("webhook-timestamp"), std)
+    if not ALLOW_UNTIMESTAMPED:
+        return "no webhook-signature (x-simpleq-signature alone could be a replay)"
+    if not verify_simpleq(raw, headers.get("x-simpleq-signature")):
+        return "x-simpleq-signature does not match"
+    return None
+
+
+def standard_key(secret: str) -> bytes:
+    """The HMAC key a secret stands for in webhook-signature, as simpleqd reads
+    it: "whsec_" + padded standard base64 is the decoded bytes (the Standard
+    Webhooks form); any other secret is its own bytes, whole."""
+    rest = secret[len("whsec_"):] if secret.startswith("whsec_") else ""
+    if rest and re.fullmatch(r"[A-Za-z0-9+/=]+", rest):
+        try:
+            key = base64.b64decode(rest, validate=True)
+            if key:
+                return key
+        except ValueError:
+            pass
+    return secret.encode()
+
+
+def verify_standard(raw: bytes, msg_id: str | None, timestamp: str | None, signature: str) -> str | None:
+    if not msg_id or not timestamp or not re.fullmatch(r"[0-9]+", timestamp):
+        return "webhook-id and webhook-timestamp (Unix seconds) are required"
+    signed = f"{msg_id}.{timestamp}.".encode() + raw
+    wants = [hmac.new(standard_key(s), signed, hashlib.sha256).digest() for s in SECRETS]
+    ok = False
+    for entry in signature.split():
+        version, _, sig = entry.partition(",")
+        if version != "v1":
+            continue  # another scheme (v1a): not ours to check
+        try:
+            got = base64.b64decode(sig, validate=True)
+        except ValueError:
+            continue
+        for want in wants:
+            ok = hmac.compare_digest(want, got) or ok
+    if not ok:
+        return "webhook-signature does not match"
+    # Checked after the signature, so this means a genuine but stale delivery.
+    if abs(time.time() - int(timestamp)) > TOLERANCE:
+        return f"webhook-timestamp more than {TOLERANCE}s from this clock (a replay, or a clock that is off)"
+    return None
+
+
+def verify_simpleq(raw: bytes, header: str | None) -> bool:
+    """x-simpleq-signature is sha256=<hex HMAC-SHA256 of the raw body>, keyed
+    with the secret's bytes as they are."""
     if not header or not header.lower().startswith("sha256="):
         return False
     got = header[len("sha256="):].strip().lower()
@@ -199,7 +264,9 @@ class Webhook(BaseHTTPRequestHandler):
         if self.path != "/webhook":
             return self.answer(404)
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-        if not verify_signature(raw, self.headers.get("x-simpleq-signature")):
+        why = verify_delivery(raw, self.headers)
+        if why:
+            log(f"refused a delivery: {why}")
             return self.answer(401)
         job = json.loads(raw)
         self.answer(200)  # received; the outcome follows as a callback
