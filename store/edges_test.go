@@ -291,14 +291,14 @@ func TestCallbackSentAgainIsNotAConflict(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, b backend, s *store.Store) {
 		ctx := context.Background()
-		q := queue("cb")
-		q.Mode = "ack"
-		for _, cb := range []store.Callback{
+		for i, cb := range []store.Callback{
 			{Kind: store.CallbackDefer, RetryAfter: time.Hour, Scope: store.ScopeJob},
 			{Kind: store.CallbackDefer, RetryAfter: time.Hour, Scope: store.ScopeJob, Attempt: 1},
 			{Kind: store.CallbackNack, Retryable: true, Attempt: 1},
 			{Kind: store.CallbackNack, Retryable: false},
 		} {
+			q := queue(fmt.Sprintf("cb%d", i)) // a queue each: a retried job of one case is not claimed by the next
+			q.Mode = "ack"
 			id := publish(t, s, q, `{}`)
 			c, err := s.Claim(ctx, q, 1)
 			require.NoError(t, err)
