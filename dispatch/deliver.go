@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/simpleq/simpleqd/config"
 	"github.com/simpleq/simpleqd/hold"
@@ -61,6 +62,11 @@ type Deliverer struct {
 	// hdrBufs holds scratch buffers for the signature header values
 	// (fasthttp copies them), so they cost no allocation.
 	hdrBufs sync.Pool
+
+	// tracer, when set (WithTracer), makes each delivery a client span;
+	// nil is tracing off, which costs a delivery a nil check (trace.go).
+	tracer     trace.Tracer
+	traceAttrs traceCache
 }
 
 // pooledMAC returns a reset HMAC-SHA256 keyed with key(secret), taken from
@@ -225,13 +231,24 @@ func (d *Deliverer) cutAll() {
 
 // Deliver makes one delivery. It returns the outcome to record; a cancelled
 // ctx (shutdown past its grace period) yields a release, which spends nothing.
+// With a tracer, the delivery's span ends here, without what recording the
+// outcome did (the pump's deliveries keep theirs open for that).
 func (d *Deliverer) Deliver(ctx context.Context, q config.Queue, j store.ClaimedJob) store.Outcome {
+	out, sp := d.deliver(ctx, q, j)
+	sp.end(out, store.Settled{}, j.Probe)
+	return out
+}
+
+// deliver is Deliver returning the delivery's span still open (nil while
+// tracing is off), so the pump can add the settle result and end it.
+func (d *Deliverer) deliver(ctx context.Context, q config.Queue, j store.ClaimedJob) (store.Outcome, *span) {
 	out := store.Outcome{ID: j.ID, Token: j.Token}
 	d.abort.Do(func() { context.AfterFunc(ctx, d.cutAll) })
 	if ctx.Err() != nil {
 		out.Kind = store.OutcomeRelease
-		return out
+		return out, nil
 	}
+	var sp *span
 	body := Envelope(q.Name, q.MaxAttempts, j)
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
@@ -250,9 +267,14 @@ func (d *Deliverer) Deliver(ctx context.Context, q config.Queue, j store.Claimed
 	req.Header.Set("X-Simpleq-Job-Id", j.ID)
 	req.Header.Set("X-Simpleq-Attempt", strconv.Itoa(j.Attempt))
 	req.Header.Set("X-Simpleq-Queue", q.Name)
+	if d.tracer != nil {
+		sp = d.startSpan(q, j)
+	}
+	setTraceHeaders(&req.Header, sp, j)
 	req.SetBodyRaw(body)
 
 	err := d.client.DoTimeout(req, resp, q.Timeout)
+	sp.answered()
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
@@ -262,7 +284,7 @@ func (d *Deliverer) Deliver(ctx context.Context, q config.Queue, j store.Claimed
 		default:
 			out.Kind, out.Error = store.OutcomeFail, "connection error: "+trimErr(err)
 		}
-		return out
+		return out, sp
 	}
 	out.StatusCode = resp.StatusCode()
 	var snippet []byte
@@ -306,7 +328,7 @@ func (d *Deliverer) Deliver(ctx context.Context, q config.Queue, j store.Claimed
 			out.Error += ": " + trimTo(s, 200)
 		}
 	}
-	return out
+	return out, sp
 }
 
 func isTimeout(err error) bool {

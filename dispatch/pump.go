@@ -64,6 +64,9 @@ type settleItem struct {
 	out     store.Outcome
 	started time.Time
 	probe   bool
+	// span is the delivery's span, ended once the outcome is recorded
+	// (nil while tracing is off).
+	span *span
 }
 
 func newPump(d *Dispatcher, q config.Queue) *pump {
@@ -243,8 +246,8 @@ func (p *pump) deliverLoop(next delivery) {
 	defer idle.Stop()
 	for {
 		began := time.Now()
-		out := p.d.opts.Deliverer.Deliver(p.d.workCtx, next.q, next.j)
-		p.settleCh <- settleItem{out: out, started: began, probe: next.j.Probe}
+		out, sp := p.d.opts.Deliverer.deliver(p.d.workCtx, next.q, next.j)
+		p.settleCh <- settleItem{out: out, started: began, probe: next.j.Probe, span: sp}
 		idle.Reset(deliveryIdle)
 		select {
 		case next = <-p.handoff:
@@ -310,6 +313,10 @@ func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 				s = res[i]
 			}
 			p.report(log, it, s)
+			// The span learns what its answer did: a hold, a probe's result.
+			if it.span != nil {
+				it.span.end(it.out, s, it.probe)
+			}
 			if o := p.d.opts.Observer; o != nil && res != nil {
 				o.Settled(p.name, it.out, s, time.Since(it.started))
 			}
