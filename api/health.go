@@ -19,8 +19,23 @@ func (s *Server) registerHealthRoutes() {
 }
 
 type statusJSON struct {
-	Status string `json:"status"`
-	Error  string `json:"error,omitempty"`
+	Status string     `json:"status"`
+	Error  string     `json:"error,omitempty"`
+	Redis  *RedisMode `json:"redis,omitempty"`
+}
+
+// RedisMode is what /readyz says about how the daemon reaches Redis
+// (production.md §1), so a probe or an operator can confirm a fleet is on
+// Sentinel, on TLS or on replicated durability. /readyz needs no key, so it
+// carries no addresses, users or file names (`simpleqd check` and the
+// start-up log show those).
+type RedisMode struct {
+	// Mode is single, cluster, sentinel or embedded.
+	Mode string `json:"mode"`
+	// TLS is off, on or mutual (a client certificate is presented).
+	TLS string `json:"tls"`
+	// Durability is local or replicated.
+	Durability string `json:"durability"`
 }
 
 // handleHealthz answers 200 while the process serves HTTP at all.
@@ -36,8 +51,8 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.backend.Ping(ctx); err != nil {
 		s.log.Warn("readiness check failed", zap.Error(err))
 		w.Header().Set("Retry-After", msgRetryAfter)
-		s.respond(w, r, http.StatusServiceUnavailable, statusJSON{Status: "unavailable", Error: "not ready"})
+		s.respond(w, r, http.StatusServiceUnavailable, statusJSON{Status: "unavailable", Error: "not ready", Redis: s.redisMode})
 		return
 	}
-	s.respond(w, r, http.StatusOK, statusJSON{Status: "ok"})
+	s.respond(w, r, http.StatusOK, statusJSON{Status: "ok", Redis: s.redisMode})
 }

@@ -13,7 +13,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +21,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes of every subcommand.
@@ -75,7 +77,7 @@ type command struct {
 	summary string
 	// minArgs and maxArgs bound the positional arguments (maxArgs -1: any).
 	minArgs, maxArgs int
-	setup            func(fs *flag.FlagSet) func(ctx context.Context, c *call) error
+	setup            func(fs *pflag.FlagSet) func(ctx context.Context, c *call) error
 }
 
 var commands = map[string]command{
@@ -101,39 +103,113 @@ func IsCommand(name string) bool {
 // Usage writes one line per subcommand and the flags and variables they
 // share, for the binary's help text.
 func Usage(w io.Writer) {
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range names() {
 		fmt.Fprintf(w, "  simpleqd %s\n        %s\n", commands[n].usage, commands[n].summary)
 	}
-	fmt.Fprintf(w, "\n  Operator commands take --url URL (default $%s or %s) and --json (print the API's JSON);\n", EnvURL, DefaultURL)
-	fmt.Fprintf(w, "  they send $%s as the Bearer key. Exit codes: 0 ok, 1 API or network error, 2 usage, 3 not found.\n", EnvAPIKey)
+	fmt.Fprint(w, Footer)
 }
 
-// call is one running subcommand: its parsed command line and API access.
-type call struct {
-	name string
-	env  Env
-	args []string
-	json bool
-	api  *apiClient
+// Footer says what every operator command shares: the flags, the variables
+// and the exit codes.
+var Footer = fmt.Sprintf("\n  Operator commands take --url URL (default $%s or %s) and --json (print the API's JSON);\n"+
+	"  they send $%s as the Bearer key. Exit codes: 0 ok, 1 API or network error, 2 usage, 3 not found.\n",
+	EnvURL, DefaultURL, EnvAPIKey)
+
+func names() []string {
+	out := make([]string, 0, len(commands))
+	for n := range commands {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
-// usageError is a command line mistake; nothing was sent.
-type usageError struct{ msg string }
+// ExitCode is an error that carries the exit code a command ended with,
+// after it printed what went wrong.
+type ExitCode int
 
-func (e *usageError) Error() string { return e.msg }
+func (e ExitCode) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
 
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
+// Commands returns the operator subcommands as cobra commands running
+// against env, for the binary's command tree. A command that fails prints
+// its message and returns an ExitCode; a command line cobra itself cannot
+// parse returns a *UsageError (print it with ReportUsage).
+func Commands(ctx context.Context, env Env) []*cobra.Command {
+	env = env.withDefaults()
+	out := make([]*cobra.Command, 0, len(commands))
+	for _, n := range names() {
+		out = append(out, newCommand(ctx, n, commands[n], env))
+	}
+	return out
 }
 
-// Run parses args for the subcommand name, runs it and returns the exit
-// code. Results go to env.Stdout, messages and errors to env.Stderr.
-func Run(ctx context.Context, name string, args []string, env Env) int {
+func newCommand(ctx context.Context, name string, cmd command, env Env) *cobra.Command {
+	cc := &cobra.Command{
+		Use:                   cmd.usage,
+		Short:                 cmd.summary,
+		Args:                  cobra.ArbitraryArgs, // checked below, with this package's messages
+		SilenceUsage:          true,
+		SilenceErrors:         true,
+		DisableFlagsInUseLine: true,
+	}
+	cc.SetOut(env.Stdout)
+	cc.SetErr(env.Stderr)
+	fs := cc.Flags()
+	fs.SortFlags = false
+	defURL := env.Getenv(EnvURL)
+	if defURL == "" {
+		defURL = DefaultURL
+	}
+	base := fs.String("url", defURL, "base URL of a simpleqd daemon (env "+EnvURL+")")
+	asJSON := fs.Bool("json", false, "print the API's JSON answer instead of a table")
+	runner := cmd.setup(fs)
+	cc.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &UsageError{Command: name, Usage: cmd.usage, Msg: err.Error()}
+	})
+	cc.SetHelpFunc(func(c *cobra.Command, _ []string) {
+		fmt.Fprintf(env.Stdout, "usage: simpleqd %s\n  %s\n\nflags:\n%s", cmd.usage, cmd.summary, c.Flags().FlagUsages())
+	})
+	cc.RunE = func(_ *cobra.Command, pos []string) error {
+		c := &call{name: name, env: env}
+		err := func() error {
+			switch {
+			case len(pos) < cmd.minArgs:
+				return usagef("missing argument")
+			case cmd.maxArgs >= 0 && len(pos) > cmd.maxArgs:
+				return usagef("unexpected argument %q", pos[cmd.maxArgs])
+			}
+			api, err := newAPIClient(*base, env.Getenv(EnvAPIKey), env.HTTPClient)
+			if err != nil {
+				return err
+			}
+			c.args, c.json, c.api = pos, *asJSON, api
+			return runner(ctx, c)
+		}()
+		if code := c.report(err, cmd.usage); code != ExitOK {
+			return ExitCode(code)
+		}
+		return nil
+	}
+	return cc
+}
+
+// UsageError is a command line that could not be parsed; nothing was sent.
+type UsageError struct {
+	// Command and Usage name the subcommand and its usage line; Msg says
+	// what is wrong.
+	Command, Usage, Msg string
+}
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// Report prints the mistake with the command's usage line and returns
+// ExitUsage.
+func (e *UsageError) Report(w io.Writer) int {
+	fmt.Fprintf(w, "simpleqd %s: %s\nusage: simpleqd %s\n", e.Command, e.Msg, e.Usage)
+	return ExitUsage
+}
+
+func (env Env) withDefaults() Env {
 	if env.Stdout == nil {
 		env.Stdout = io.Discard
 	}
@@ -152,47 +228,57 @@ func Run(ctx context.Context, name string, args []string, env Env) int {
 	if env.Now == nil {
 		env.Now = time.Now
 	}
+	return env
+}
+
+// Run parses args for the subcommand name, runs it and returns the exit
+// code. Results go to env.Stdout, messages and errors to env.Stderr.
+func Run(ctx context.Context, name string, args []string, env Env) int {
+	env = env.withDefaults()
 	cmd, ok := commands[name]
 	if !ok {
 		fmt.Fprintf(env.Stderr, "simpleqd: unknown command %q\n", name)
 		return ExitUsage
 	}
-	fs := flag.NewFlagSet("simpleqd "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are printed once, below, with the usage line
-	defURL := env.Getenv(EnvURL)
-	if defURL == "" {
-		defURL = DefaultURL
-	}
-	base := fs.String("url", defURL, "base URL of a simpleqd daemon (env "+EnvURL+")")
-	asJSON := fs.Bool("json", false, "print the API's JSON answer instead of a table")
-	runner := cmd.setup(fs)
+	cc := newCommand(ctx, name, cmd, env)
+	cc.SetArgs(args)
+	return ExitCodeOf(cc.Execute(), env.Stderr)
+}
 
-	c := &call{name: name, env: env}
-	err := func() error {
-		pos, err := parseInterleaved(fs, args)
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(env.Stdout, "usage: simpleqd %s\n  %s\n\nflags:\n", cmd.usage, cmd.summary)
-			fs.SetOutput(env.Stdout)
-			fs.PrintDefaults()
-			return flag.ErrHelp
-		}
-		if err != nil {
-			return &usageError{msg: err.Error()}
-		}
-		switch {
-		case len(pos) < cmd.minArgs:
-			return usagef("missing argument")
-		case cmd.maxArgs >= 0 && len(pos) > cmd.maxArgs:
-			return usagef("unexpected argument %q", pos[cmd.maxArgs])
-		}
-		api, err := newAPIClient(*base, env.Getenv(EnvAPIKey), env.HTTPClient)
-		if err != nil {
-			return err
-		}
-		c.args, c.json, c.api = pos, *asJSON, api
-		return runner(ctx, c)
-	}()
-	return c.report(err, cmd.usage)
+// ExitCodeOf maps what a command's Execute returned to the process' exit
+// code, printing a usage mistake that was not printed yet.
+func ExitCodeOf(err error, stderr io.Writer) int {
+	var code ExitCode
+	var ue *UsageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &code):
+		return int(code)
+	case errors.As(err, &ue):
+		return ue.Report(stderr)
+	default:
+		fmt.Fprintf(stderr, "simpleqd: %v\n", err)
+		return ExitUsage
+	}
+}
+
+// call is one running subcommand: its parsed command line and API access.
+type call struct {
+	name string
+	env  Env
+	args []string
+	json bool
+	api  *apiClient
+}
+
+// usageError is a command line mistake found after parsing; nothing was sent.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
 // report prints err (if any) and maps it to an exit code.
@@ -201,8 +287,6 @@ func (c *call) report(err error, usage string) int {
 	var ae *APIError
 	switch {
 	case err == nil:
-		return ExitOK
-	case errors.Is(err, flag.ErrHelp):
 		return ExitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(c.env.Stderr, "simpleqd %s: %s\nusage: simpleqd %s\n", c.name, ue.msg, usage)
@@ -216,28 +300,6 @@ func (c *call) report(err error, usage string) int {
 	default:
 		fmt.Fprintf(c.env.Stderr, "simpleqd %s: %v\n", c.name, err)
 		return ExitError
-	}
-}
-
-// parseInterleaved parses flags wherever they appear among the positional
-// arguments ("publish emails --payload {}" as well as "publish --payload {}
-// emails"), which package flag alone stops at the first positional. After
-// "--" everything is positional.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
 	}
 }
 

@@ -158,7 +158,7 @@ func TestUsageErrorsSendNothing(t *testing.T) {
 		{[]string{"publish", "emails", "--payload", "{}", "--payload-file", "x"}, "not both"},
 		{[]string{"publish", "emails", "--payload-file", "/does/not/exist"}, "--payload-file"},
 		{[]string{"publish", "emails", "--delay", "-1"}, "--delay"},
-		{[]string{"publish", "emails", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"publish", "emails", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"dead", "emails", "--limit", "0"}, "--limit"},
 		{[]string{"replay", "emails"}, "--all or at least one job id"},
 		{[]string{"replay", "emails", "--all", "job_1"}, "not both"},

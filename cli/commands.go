@@ -4,32 +4,26 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"github.com/simpleq/simpleqd/client"
 	"io"
 	"math"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/simpleq/simpleqd/client"
 )
 
 // maxReplayIDs is the API's limit on ids per replay call; longer lists are
 // sent in several calls.
 const maxReplayIDs = 1000
 
-func flagGiven(fs *flag.FlagSet, name string) bool {
-	given := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == name {
-			given = true
-		}
-	})
-	return given
-}
+func flagGiven(fs *pflag.FlagSet, name string) bool { return fs.Changed(name) }
 
-func publishCmd(fs *flag.FlagSet) func(context.Context, *call) error {
+func publishCmd(fs *pflag.FlagSet) func(context.Context, *call) error {
 	payload := fs.String("payload", "", "the job's payload: a JSON object (default {})")
 	payloadFile := fs.String("payload-file", "", "read the payload from FILE (- for stdin)")
 	key := fs.String("idempotency-key", "", "publish at most once per key on this queue")
@@ -95,7 +89,7 @@ func publishCmd(fs *flag.FlagSet) func(context.Context, *call) error {
 	}
 }
 
-func jobCmd(*flag.FlagSet) func(context.Context, *call) error {
+func jobCmd(*pflag.FlagSet) func(context.Context, *call) error {
 	return func(ctx context.Context, c *call) error {
 		var j client.Job
 		raw, err := c.api.get(ctx, "/v1/jobs/"+url.PathEscape(c.args[0]), nil, &j)
@@ -109,7 +103,7 @@ func jobCmd(*flag.FlagSet) func(context.Context, *call) error {
 	}
 }
 
-func queuesCmd(*flag.FlagSet) func(context.Context, *call) error {
+func queuesCmd(*pflag.FlagSet) func(context.Context, *call) error {
 	return func(ctx context.Context, c *call) error {
 		var qs queuesJSON
 		raw, err := c.api.get(ctx, "/v1/queues", nil, &qs)
@@ -123,7 +117,7 @@ func queuesCmd(*flag.FlagSet) func(context.Context, *call) error {
 	}
 }
 
-func queueCmd(*flag.FlagSet) func(context.Context, *call) error {
+func queueCmd(*pflag.FlagSet) func(context.Context, *call) error {
 	return func(ctx context.Context, c *call) error {
 		var q client.Queue
 		raw, err := c.api.get(ctx, "/v1/queues/"+url.PathEscape(c.args[0]), nil, &q)
@@ -137,7 +131,7 @@ func queueCmd(*flag.FlagSet) func(context.Context, *call) error {
 	}
 }
 
-func deadCmd(fs *flag.FlagSet) func(context.Context, *call) error {
+func deadCmd(fs *pflag.FlagSet) func(context.Context, *call) error {
 	limit := fs.Int("limit", 50, "jobs per page (1-1000)")
 	cursor := fs.String("cursor", "", "the cursor a previous page printed, for the next page")
 	return func(ctx context.Context, c *call) error {
@@ -161,7 +155,7 @@ func deadCmd(fs *flag.FlagSet) func(context.Context, *call) error {
 	}
 }
 
-func replayCmd(fs *flag.FlagSet) func(context.Context, *call) error {
+func replayCmd(fs *pflag.FlagSet) func(context.Context, *call) error {
 	all := fs.Bool("all", false, "replay every dead job of the queue")
 	return func(ctx context.Context, c *call) error {
 		queue, ids := c.args[0], c.args[1:]
@@ -217,7 +211,7 @@ func replayCmd(fs *flag.FlagSet) func(context.Context, *call) error {
 	}
 }
 
-func pauseCmd(fs *flag.FlagSet) func(context.Context, *call) error {
+func pauseCmd(fs *pflag.FlagSet) func(context.Context, *call) error {
 	reason := fs.String("reason", "", "why, shown in the queue's hold state (≤ 500 characters)")
 	return func(ctx context.Context, c *call) error {
 		body := []byte("{}")
@@ -228,7 +222,7 @@ func pauseCmd(fs *flag.FlagSet) func(context.Context, *call) error {
 	}
 }
 
-func resumeCmd(*flag.FlagSet) func(context.Context, *call) error {
+func resumeCmd(*pflag.FlagSet) func(context.Context, *call) error {
 	return func(ctx context.Context, c *call) error {
 		return c.control(ctx, "resume", []byte("{}"))
 	}

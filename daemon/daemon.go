@@ -28,6 +28,7 @@ import (
 	"github.com/simpleq/simpleqd/fastserve"
 	"github.com/simpleq/simpleqd/ingest"
 	"github.com/simpleq/simpleqd/metrics"
+	"github.com/simpleq/simpleqd/redisconn"
 	"github.com/simpleq/simpleqd/store"
 	"github.com/simpleq/simpleqd/wakeup"
 )
@@ -101,25 +102,34 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 	return d, nil
 }
 
+// connect builds the Redis client (package redisconn: single, Cluster or
+// Sentinel's failover client, TLS) or starts the embedded store, and logs
+// which mode is in effect with secrets redacted (production.md §1).
 func connect(rc config.Redis, log *zap.Logger) (redis.UniversalClient, *miniredis.Miniredis, error) {
-	switch {
-	case rc.Embedded():
+	mode := redisconn.Describe(rc)
+	if rc.Embedded() {
 		m := miniredis.NewMiniRedis()
 		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return nil, nil, fmt.Errorf("start embedded store: %w", err)
 		}
 		log.Warn("redis.addr is empty: using an embedded in-memory store; nothing is persisted and only this process can use it (development only)",
 			zap.String("addr", m.Addr()))
+		log.Info("redis connection", zap.Object("redis", mode), zap.String("summary", mode.String()))
 		return redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true}), m, nil
-	case len(rc.Addrs) > 0:
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs, Username: rc.Username,
-			Password: rc.Password, ContextTimeoutEnabled: true, DialTimeout: dialTimeout,
-			ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: ioTimeout, MaxRetries: 1}), nil, nil
-	default:
-		return redis.NewClient(&redis.Options{Addr: rc.Addr, Username: rc.Username, Password: rc.Password,
-			DB: rc.DB, ContextTimeoutEnabled: true, DialTimeout: dialTimeout,
-			ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, PoolTimeout: ioTimeout, MaxRetries: 1}), nil, nil
 	}
+	o, err := redisconn.Options(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	o.ContextTimeoutEnabled = true
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = dialTimeout, ioTimeout, ioTimeout, ioTimeout
+	o.MaxRetries = 1
+	log.Info("redis connection", zap.Object("redis", mode), zap.String("summary", mode.String()))
+	if rc.TLS.InsecureSkipVerify {
+		log.Warn("INSECURE: redis.tls.insecureSkipVerify is true: the Redis server's certificate is NOT verified, " +
+			"so anyone on the network path can pose as Redis and read or change every job; set redis.tls.caFile instead")
+	}
+	return redis.NewUniversalClient(o), nil, nil
 }
 
 // Listen binds the API address; separate from Run so callers (and tests) can
@@ -137,7 +147,7 @@ func (d *Daemon) Listen() (net.Addr, error) {
 // take effect at once; Redis and listener settings need a restart.
 func (d *Daemon) Reload(cfg *config.Config) {
 	old := d.cfg.Load()
-	if old.Redis.Addr != cfg.Redis.Addr || old.HTTP.Listen != cfg.HTTP.Listen || old.Redis.Prefix != cfg.Redis.Prefix {
+	if !old.Redis.Same(cfg.Redis) || old.HTTP.Listen != cfg.HTTP.Listen {
 		d.log.Warn("reload: redis and http.listen changes need a restart; keeping the running values")
 		cfg.Redis, cfg.HTTP.Listen = old.Redis, old.HTTP.Listen
 	}
@@ -226,8 +236,9 @@ func newHTTPServer(h http.Handler, maxBody int64, log *zap.Logger) *fastserve.Se
 
 // loadScripts retries until Redis answers; meanwhile /readyz says 503. It
 // gives up with an error, which ends Run, only on a Redis the scripts cannot
-// run on: waiting would not change that, and a daemon that looked alive
-// but failed every script would hide it.
+// run on, or a TLS handshake that cannot succeed (a certificate that does
+// not verify: redisconn.StartupError): waiting would not change that, and
+// a daemon that looked alive but failed every call would hide it.
 func (d *Daemon) loadScripts(ctx context.Context) (bool, error) {
 	delay := 100 * time.Millisecond
 	for {
@@ -239,6 +250,9 @@ func (d *Daemon) loadScripts(ctx context.Context) (bool, error) {
 		cancel()
 		if errors.Is(err, store.ErrUnsupportedRedis) {
 			return false, err
+		}
+		if terr := redisconn.StartupError(d.cfg.Load().Redis, err); terr != nil {
+			return false, terr
 		}
 		if err == nil {
 			d.checkPersistence(ctx)
@@ -301,6 +315,7 @@ func (d *Daemon) handler() http.Handler {
 		MaxConcurrentRequests: d.cfg.Load().HTTP.MaxConcurrentRequests,
 		Logger:                d.log.Named("api"),
 		Events:                d.events,
+		Redis:                 readyzMode(d.cfg.Load().Redis),
 	})
 	// /metrics sits beside the API rather than inside it: it needs no key
 	// (api.md) and is Prometheus text, not the API's JSON.
@@ -322,6 +337,13 @@ func (d *Daemon) handler() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// readyzMode is the part of the Redis mode /readyz shows: it needs no key,
+// so no addresses, users or files.
+func readyzMode(r config.Redis) *api.RedisMode {
+	m := redisconn.Describe(r)
+	return &api.RedisMode{Mode: string(m.Mode), TLS: m.TLS, Durability: m.Durability}
 }
 
 // apiPrefix starts every API path (api.md); nothing else is mounted under it.

@@ -77,7 +77,7 @@ func Diff(old, next *config.Config) Changes {
 		key     string
 		changed bool
 	}{
-		{"redis", !sameRedis(old.Redis, next.Redis)},
+		{"redis", !old.Redis.Same(next.Redis)},
 		{"http.listen", old.HTTP.Listen != next.HTTP.Listen},
 		{"http.maxPayloadBytes", old.HTTP.MaxPayloadBytes != next.HTTP.MaxPayloadBytes},
 		{"http.maxConcurrentRequests", old.HTTP.MaxConcurrentRequests != next.HTTP.MaxConcurrentRequests},
@@ -132,11 +132,6 @@ func queueDiff(o, n config.Queue) []string {
 	valued("jobLifetime", o.JobLifetime, n.JobLifetime)
 	valued("retention", o.Retention, n.Retention)
 	return out
-}
-
-func sameRedis(a, b config.Redis) bool {
-	return a.Addr == b.Addr && slices.Equal(a.Addrs, b.Addrs) && a.Username == b.Username &&
-		a.Password == b.Password && a.DB == b.DB && a.Prefix == b.Prefix
 }
 
 func sameSet(a, b []string) bool {

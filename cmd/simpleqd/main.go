@@ -9,7 +9,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -44,62 +44,111 @@ func tuneGC() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	cmd := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := rootCommand(ctx, stdout, stderr)
+	root.SetArgs(args)
+	return cli.ExitCodeOf(root.Execute(), stderr)
+}
+
+// rootCommand is the command tree: the daemon (serve, also what plain
+// "simpleqd" runs), check, demo, version, shell completion and the operator
+// commands of package cli. Every level answers --help; --version prints the
+// build's version.
+func rootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
+	var path string
+	configFlag := func(c *cobra.Command) {
+		c.Flags().StringVar(&path, "config", "", "YAML configuration file (empty: built-in defaults)")
 	}
-	// The operator commands and the demo parse their own flags.
-	if cli.IsCommand(cmd) || cmd == "demo" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		if cmd == "demo" {
-			return demo.Main(ctx, args, stdout, stderr)
-		}
-		return cli.Run(ctx, cmd, args, cli.Env{Stdout: stdout, Stderr: stderr})
+	root := &cobra.Command{
+		Use:   "simpleqd",
+		Short: "a webhook job dispatcher implementing SimpleQ on Redis",
+		Long: "simpleqd runs a daemon (the default command) or talks to one.\n\n" +
+			"  simpleqd [serve] [--config FILE]   run a daemon; SIGHUP or a change of FILE reloads it",
+		Version: daemon.Version,
+		Args:    cobra.NoArgs,
+		RunE:    func(*cobra.Command, []string) error { return exitCode(serve(path, stderr)) },
 	}
-	fs := flag.NewFlagSet("simpleqd "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "YAML configuration file (empty: built-in defaults)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetVersionTemplate("{{.Version}}\n")
+	configFlag(root)
+	root.SetFlagErrorFunc(usageErr("simpleqd", "simpleqd [serve] [--config FILE]"))
+
+	serveCmd := &cobra.Command{
+		Use:   "serve [--config FILE]",
+		Short: "run a daemon (API + dispatcher); SIGHUP or a change of FILE reloads it",
+		Args:  cobra.NoArgs,
+		RunE:  func(*cobra.Command, []string) error { return exitCode(serve(path, stderr)) },
 	}
-	switch cmd {
-	case "serve":
-		return serve(*path, stderr)
-	case "check":
-		cfg, err := config.Load(*path, os.Getenv)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		for _, v := range strayEnv(cfg) {
-			fmt.Fprintf(stderr, "warning: %s is set but not read: %s\n", v.Name, v.Why)
-		}
-		fmt.Fprint(stdout, cfg.Redacted())
-		return 0
-	case "version":
-		fmt.Fprintln(stdout, daemon.Version)
-		return 0
-	case "help":
-		usage(stdout)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "simpleqd: unknown command %q (see simpleqd help)\n", cmd)
-		return 2
+	configFlag(serveCmd)
+	checkCmd := &cobra.Command{
+		Use:   "check [--config FILE]",
+		Short: "validate a configuration and print it with secrets redacted",
+		Args:  cobra.NoArgs,
+		RunE:  func(*cobra.Command, []string) error { return exitCode(check(path, stdout, stderr)) },
+	}
+	configFlag(checkCmd)
+	demoCmd := &cobra.Command{
+		Use:   "demo [--jobs N] [--duration-limit D] [--plain] ...",
+		Short: "show rate-aware backpressure against a simulated provider (no set-up)",
+		// The demo is a program of its own, with its own flags and help.
+		DisableFlagParsing: true,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return exitCode(demo.Main(ctx, args, stdout, stderr))
+		},
+	}
+	versionCmd := &cobra.Command{
+		Use:   "version",
+		Short: "print the version",
+		Args:  cobra.NoArgs,
+		Run:   func(*cobra.Command, []string) { fmt.Fprintln(stdout, daemon.Version) },
+	}
+	root.AddCommand(serveCmd, checkCmd, demoCmd, versionCmd)
+	ops := &cobra.Group{ID: "operator", Title: "Operator commands (over a daemon's HTTP API):"}
+	root.AddGroup(ops)
+	for _, c := range cli.Commands(ctx, cli.Env{Stdout: stdout, Stderr: stderr}) {
+		c.GroupID = ops.ID
+		root.AddCommand(c)
+	}
+	root.SetUsageTemplate(root.UsageTemplate() + cli.Footer)
+	root.SilenceUsage, root.SilenceErrors = true, true
+	for _, c := range []*cobra.Command{serveCmd, checkCmd, versionCmd} {
+		c.SilenceUsage, c.SilenceErrors = true, true
+		c.SetFlagErrorFunc(usageErr(c.Name(), c.Use))
+	}
+	return root
+}
+
+// exitCode turns a command's exit code into what RunE returns.
+func exitCode(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return cli.ExitCode(code)
+}
+
+// usageErr makes cobra's flag errors usage errors (exit code 2).
+func usageErr(name, usage string) func(*cobra.Command, error) error {
+	return func(_ *cobra.Command, err error) error {
+		return &cli.UsageError{Command: name, Usage: usage, Msg: err.Error()}
 	}
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `usage:
-  simpleqd [serve] [--config FILE]
-        run a daemon (API + dispatcher); SIGHUP or a change of FILE reloads it
-  simpleqd check [--config FILE]
-        validate a configuration and print it with secrets redacted
-  simpleqd demo [--jobs N] [--duration-limit D] [--plain] ...
-        show rate-aware backpressure against a simulated provider (no set-up)
-  simpleqd version
-`)
-	cli.Usage(w)
+func check(path string, stdout, stderr io.Writer) int {
+	cfg, err := config.Load(path, os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	for _, v := range strayEnv(cfg) {
+		fmt.Fprintf(stderr, "warning: %s is set but not read: %s\n", v.Name, v.Why)
+	}
+	if !checkRedis(cfg, path, stdout, stderr) { // redis.go
+		return 1
+	}
+	fmt.Fprint(stdout, cfg.Redacted())
+	return 0
 }
 
 func serve(path string, stderr io.Writer) int {
