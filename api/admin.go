@@ -51,9 +51,11 @@ type deadPageJSON struct {
 // handleListDead is GET /v1/queues/{queue}/dead?limit=&cursor=: one page of
 // the dead-letter list, newest death first. limit is an integer 1..1000
 // (default 50); cursor is a nextCursor from an earlier page, and empty means
-// the first page. Other query parameters are ignored (a cache buster must not
-// break a dashboard); a repeated limit or cursor is refused, since which one
-// would count is a guess.
+// the first page. A page may hold fewer than limit jobs while nextCursor says
+// more follow: it also ends at store.MaxDeadPageBytes of stored jobs, since
+// each carries its whole payload. Other query parameters are ignored (a cache
+// buster must not break a dashboard); a repeated limit or cursor is refused,
+// since which one would count is a guess.
 func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 	_, q, ok := s.lookupQueue(w, r)
 	if !ok {

@@ -33,12 +33,28 @@ export default function deadView(root, [name], ctx) {
       tbody),
     empty, more, truncated);
 
+  // The newest `limit` dead jobs. A page of the API ends at `limit` jobs or
+  // at its byte bound (records carry whole payloads), whichever comes first,
+  // so this follows nextCursor until it has them all or the list ends.
+  async function newestDead() {
+    const jobs = [];
+    let cursor = null;
+    for (let pages = 0; pages < MAX; pages++) {
+      const query = `limit=${limit - jobs.length}` + (cursor ? `&cursor=${q(cursor)}` : '');
+      const page = await get(`${path}/dead?${query}`);
+      jobs.push(...page.jobs);
+      cursor = page.nextCursor;
+      if (!cursor || jobs.length >= limit) break;
+    }
+    return {jobs, nextCursor: cursor};
+  }
+
   let total = 0;
   let confirmTimer = null;
   const poller = ctx.poll(async () => {
     let queue, page;
     try {
-      [queue, page] = await Promise.all([get(path), get(`${path}/dead?limit=${limit}`)]);
+      [queue, page] = await Promise.all([get(path), newestDead()]);
     } catch (err) {
       if (!(err instanceof ApiError && err.status === 404)) throw err;
       missing.hidden = false;
