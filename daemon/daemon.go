@@ -30,6 +30,7 @@ import (
 	"github.com/simpleq/simpleqd/metrics"
 	"github.com/simpleq/simpleqd/redisconn"
 	"github.com/simpleq/simpleqd/store"
+	"github.com/simpleq/simpleqd/tracing"
 	"github.com/simpleq/simpleqd/wakeup"
 )
 
@@ -59,6 +60,9 @@ type Daemon struct {
 	// events is this daemon's in-memory timeline of recent queue events
 	// (GET /v1/queues/{queue}/events, the console's timeline).
 	events *events.Log
+	// tracing exports delivery spans over OTLP/HTTP (nil: tracing off);
+	// Run flushes it once the dispatcher has stopped.
+	tracing *tracing.Provider
 
 	listener net.Listener
 	ready    atomic.Bool
@@ -87,9 +91,16 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 	d.store = st
 	d.ingest = ingest.New(st).WithCallTimeout(apiCallTimeout)
 	d.events = events.New(events.DefaultCapacity)
+	if d.tracing, err = tracing.New(context.Background(), cfg.Tracing, Version, log); err != nil {
+		return nil, err
+	}
+	if d.tracing != nil {
+		log.Info("tracing on: every delivery is a span, sent over OTLP/HTTP", zap.String("endpoint", d.tracing.Endpoint),
+			zap.Float64("sampleRatio", cfg.Tracing.SampleRatio), zap.String("serviceName", cfg.Tracing.ServiceName))
+	}
 	d.disp = dispatch.New(dispatch.Options{
 		Store:      st,
-		Deliverer:  dispatch.NewDeliverer("simpleqd/" + Version),
+		Deliverer:  dispatch.NewDeliverer("simpleqd/" + Version).WithTracer(d.tracing.Tracer()),
 		Observer:   events.Observers(d.metrics, d.events),
 		Logger:     log,
 		ClaimBatch: cfg.Dispatch.ClaimBatch,
@@ -151,6 +162,11 @@ func (d *Daemon) Reload(cfg *config.Config) {
 		d.log.Warn("reload: redis and http.listen changes need a restart; keeping the running values")
 		cfg.Redis, cfg.HTTP.Listen = old.Redis, old.HTTP.Listen
 	}
+	if old.Tracing != cfg.Tracing {
+		// The exporter and the sampler are built once, at start-up.
+		d.log.Warn("reload: tracing changes need a restart; keeping the running values")
+		cfg.Tracing = old.Tracing
+	}
 	d.cfg.Store(cfg)
 	d.metrics.InitQueues(cfg.QueueNames())
 	d.disp.SetQueues(cfg.Queues)
@@ -160,7 +176,7 @@ func (d *Daemon) Reload(cfg *config.Config) {
 
 // Run serves until ctx ends, then shuts down in order: stop accepting API
 // requests, stop claiming, let deliveries finish within the grace period,
-// hand back the rest, close Redis.
+// hand back the rest, send the delivery spans still batched, close Redis.
 func (d *Daemon) Run(ctx context.Context) error {
 	if d.listener == nil {
 		if _, err := d.Listen(); err != nil {
@@ -195,12 +211,32 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return d.disp.Run(gctx)
 	})
 	err := g.Wait()
+	d.flushSpans()
 	_ = d.rdb.Close()
 	if d.mini != nil {
 		d.mini.Close()
 	}
 	d.log.Info("simpleqd stopped")
 	return err
+}
+
+// spanFlush bounds how long a stopping daemon spends sending the delivery
+// spans still batched to the collector: a collector that is away must not
+// hold the shutdown (the spans are then lost, and the log says so).
+const spanFlush = 5 * time.Second
+
+// flushSpans sends the spans still batched and stops the exporter. It runs
+// after the dispatcher has returned, when every delivery's outcome is
+// recorded and so every delivery span has ended.
+func (d *Daemon) flushSpans() {
+	if d.tracing == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), spanFlush)
+	defer cancel()
+	if err := d.tracing.Shutdown(ctx); err != nil {
+		d.log.Warn("tracing: delivery spans still batched at shutdown were not all sent", zap.Error(err))
+	}
 }
 
 // HTTP server limits: a client that trickles its headers (slowloris) is cut

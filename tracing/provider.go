@@ -28,7 +28,8 @@ const InstrumentationName = "github.com/simpleq/simpleqd"
 type Provider struct {
 	tp     *sdktrace.TracerProvider
 	tracer trace.Tracer
-	// Endpoint is the URL spans are posted to, for the start-up log.
+	// Endpoint is the URL spans are posted to, password hidden, for the
+	// start-up log.
 	Endpoint string
 }
 
@@ -63,6 +64,10 @@ func New(ctx context.Context, cfg config.Tracing, version string, log *zap.Logge
 	if err != nil {
 		return nil, err
 	}
+	shown := endpoint // for logs: a password in the URL is hidden
+	if u, err := url.Parse(endpoint); err == nil {
+		shown = u.Redacted()
+	}
 	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint), otlptracehttp.WithTimeout(exportWait))
 	if err != nil {
 		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
@@ -82,7 +87,7 @@ func New(ctx context.Context, cfg config.Tracing, version string, log *zap.Logge
 		log.Warn("tracing: some resource attributes could not be read", zap.Error(err))
 	}
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		log.Warn("tracing: exporting spans failed", zap.String("endpoint", endpoint), zap.Error(err))
+		log.Warn("tracing: exporting spans failed", zap.String("endpoint", shown), zap.Error(err))
 	}))
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
@@ -93,7 +98,7 @@ func New(ctx context.Context, cfg config.Tracing, version string, log *zap.Logge
 			sdktrace.WithMaxQueueSize(maxQueue),
 			sdktrace.WithExportTimeout(exportWait)),
 	)
-	return &Provider{tp: tp, tracer: tp.Tracer(InstrumentationName, trace.WithInstrumentationVersion(version)), Endpoint: endpoint}, nil
+	return &Provider{tp: tp, tracer: tp.Tracer(InstrumentationName, trace.WithInstrumentationVersion(version)), Endpoint: shown}, nil
 }
 
 // Tracer is the tracer deliveries start their spans with; nil when tracing

@@ -79,3 +79,14 @@ func TestProviderSampling(t *testing.T) {
 	require.NoError(t, p.Shutdown(context.Background()))
 	require.Len(t, recv.Spans(), 1)
 }
+
+// A password in the endpoint URL stays out of the start-up log.
+func TestProviderEndpointIsShownRedacted(t *testing.T) {
+	t.Parallel()
+	p, err := tracing.New(context.Background(), config.Tracing{OTLPEndpoint: "http://u:secret@127.0.0.1:1", SampleRatio: 1, ServiceName: "s"}, "v", nil)
+	require.NoError(t, err)
+	require.Equal(t, "http://u:xxxxx@127.0.0.1:1/v1/traces", p.Endpoint)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	require.NoError(t, p.Shutdown(ctx))
+}
