@@ -44,6 +44,8 @@ type Options struct {
 	// by GET /v1/queues/{queue}/events and written by the admin endpoints.
 	// Nil means an always-empty timeline.
 	Events *events.Log
+	// Redis is shown by /readyz; nil shows nothing.
+	Redis *RedisMode
 }
 
 // Server serves the simpleqd HTTP API. It holds no request state; build it
@@ -56,6 +58,8 @@ type Server struct {
 	maxBytes int64
 	log      *zap.Logger
 	events   *events.Log
+	// redisMode is Options.Redis, for /readyz.
+	redisMode *RedisMode
 
 	mux     *http.ServeMux
 	handler http.Handler
@@ -74,6 +78,8 @@ func New(opts Options) *Server {
 		log:      opts.Logger,
 		events:   opts.Events,
 		mux:      http.NewServeMux(),
+
+		redisMode: opts.Redis,
 	}
 	if s.maxBytes <= 0 {
 		s.maxBytes = DefaultMaxPayloadBytes
