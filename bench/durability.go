@@ -12,8 +12,9 @@ import (
 // durabilityRows measures what redis.durability: replicated costs a
 // publish (production.md §1): one Redis master with one replica attached,
 // a daemon with durability local and one with replicated on it, the queue
-// paused so only publishing runs, the same loads alternating between the
-// two so drift on a shared VM hits both alike. The replicated daemon sends
+// paused so only publishing runs, the same loads on each (the 50-client
+// runs one daemon after the other, so the CPU of the Redis processes is
+// told apart; the 1-client runs alternate). The replicated daemon sends
 // WAIT 1 after each publish script call, so each call waits for the
 // replica's acknowledgement (a round trip to it, and its CPU) before the
 // answers go out; merged publishes (package ingest) share one WAIT.
