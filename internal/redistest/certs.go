@@ -71,7 +71,7 @@ func NewCerts(t testing.TB) *Certs {
 	c.pool = x509.NewCertPool()
 	c.pool.AddCert(ca)
 
-	issue := func(name string, usage x509.ExtKeyUsage, certFile, keyFile string) {
+	issue := func(name string, server bool, certFile, keyFile string) {
 		key := newKey(t)
 		tmpl := &x509.Certificate{
 			SerialNumber: serial(t),
@@ -79,9 +79,12 @@ func NewCerts(t testing.TB) *Certs {
 			NotBefore:    notBefore,
 			NotAfter:     notAfter,
 			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		}
-		if usage == x509.ExtKeyUsageServerAuth {
+		if server {
+			// A server is a client too: of its master (replication) and
+			// of the other nodes (cluster bus), with this certificate.
+			tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
 			tmpl.DNSNames = []string{"localhost"}
 			tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 		}
@@ -96,8 +99,8 @@ func NewCerts(t testing.TB) *Certs {
 		writePEM(t, certFile, "CERTIFICATE", der)
 		writePEM(t, keyFile, "PRIVATE KEY", keyDER)
 	}
-	issue("redis server", x509.ExtKeyUsageServerAuth, c.ServerCertFile, c.ServerKeyFile)
-	issue("simpleqd client", x509.ExtKeyUsageClientAuth, c.ClientCertFile, c.ClientKeyFile)
+	issue("redis server", true, c.ServerCertFile, c.ServerKeyFile)
+	issue("simpleqd client", false, c.ClientCertFile, c.ClientKeyFile)
 
 	c.client, err = tls.LoadX509KeyPair(c.ClientCertFile, c.ClientKeyFile)
 	if err != nil {

@@ -30,6 +30,13 @@ func (c *Cluster) Addrs() []string {
 // reports state ok on every node.
 func StartCluster(t testing.TB, masters int) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, masters, Options{})
+}
+
+// StartClusterWith is StartCluster with every node started as o says; with
+// o.TLS the cluster bus and clients use TLS too (tls-cluster yes).
+func StartClusterWith(t testing.TB, masters int, o Options) *Cluster {
+	t.Helper()
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		Binary(t) // same skip/fail policy as redis-server
@@ -40,10 +47,22 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 		// The cluster bus gets its own port: by default it is the client
 		// port + 10000, which lands in the kernel's ephemeral range, where
 		// any test's connection may hold it (see FreePort).
-		c.Nodes = append(c.Nodes, Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(FreePort(t))))
+		node := o
+		node.Args = append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(FreePort(t))}, o.Args...)
+		if o.TLS != nil {
+			node.Args = append(node.Args, "--tls-cluster", "yes", "--tls-replication", "yes")
+		}
+		c.Nodes = append(c.Nodes, StartWith(t, node))
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	var args []string
+	if o.TLS != nil {
+		args = append(args, "--tls", "--cacert", o.TLS.CAFile, "--cert", o.TLS.ClientCertFile, "--key", o.TLS.ClientKeyFile)
+	}
+	if o.Password != "" {
+		args = append(args, "--no-auth-warning", "-a", o.Password)
+	}
+	args = append(append(args, "--cluster", "create"), c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	out, err := exec.Command(cli, args...).CombinedOutput()
 	if err != nil {
@@ -51,7 +70,7 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for _, n := range c.Nodes {
-		rc := redis.NewClient(&redis.Options{Addr: n.Addr})
+		rc := redis.NewClient(n.options())
 		for {
 			info, err := rc.ClusterInfo(context.Background()).Result()
 			if err == nil && strings.Contains(info, "cluster_state:ok") {

@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"crypto/tls"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,5 +54,27 @@ func TestSentinelSetFailsOver(t *testing.T) {
 	}
 	if err := set.MasterServer(t).Client(t).Set(context.Background(), "k", "v", 0).Err(); err != nil {
 		t.Fatalf("write to the new master: %v", err)
+	}
+}
+
+// A TLS cluster answers a TLS cluster client on every master.
+func TestStartClusterTLS(t *testing.T) {
+	t.Parallel()
+	certs := NewCerts(t)
+	cl := StartClusterWith(t, 3, Options{TLS: certs, RequireClientCert: true})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()[:1], TLSConfig: certs.ClientTLS()})
+	defer c.Close()
+	ctx := context.Background()
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatalf("set %s: %v", k, err)
+		}
+	}
+	var masters atomic.Int32
+	if err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		masters.Add(1)
+		return n.Ping(ctx).Err()
+	}); err != nil || masters.Load() != 3 {
+		t.Fatalf("masters: %d, %v", masters.Load(), err)
 	}
 }
