@@ -677,7 +677,10 @@ end
 -- call sent again (go-redis re-sends a script after a read timeout, and the
 -- dispatcher retries with the same token prefix) returns it instead of
 -- claiming more: the first run's leases would otherwise belong to nobody.
--- Kept for one lease: after that its leases have expired anyway.
+-- Kept for one lease, at most 10 s: past the lease its leases have expired
+-- anyway, and a call sent again after a stall runs right after the first
+-- (both wait in Redis' input), so a short log covers it; the log is a few
+-- bytes per outcome and job, kept only that long.
 -- Layout: "<n>\n", n outcome lines "word\tdetail\thold", then claimed job
 -- lines "id\ttoken\tprobe". Job ids, words, details and tokens hold no tabs
 -- or newlines.
@@ -697,7 +700,7 @@ local function call_record(words, claim)
       i = i + 4
     end
   end
-  redis.call('SET', K_CALL, table.concat(parts, '\n'), 'PX', math.max(P.lease, 1000))
+  redis.call('SET', K_CALL, table.concat(parts, '\n'), 'PX', math.min(math.max(P.lease, 1000), 10000))
 end
 
 -- Answers a call sent again from its log: the outcome words as recorded,
