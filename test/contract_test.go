@@ -313,7 +313,7 @@ var (
 	ctJob       = ctShape{required: []string{"id", "queue", "status", "attempts", "maxAttempts", "deferCount",
 		"idempotencyKey", "payload", "scheduledFor", "expiresAt", "lastError", "deadReason", "history",
 		"createdAt", "completedAt"}}
-	ctAttempt  = ctShape{required: []string{"attempt", "status", "error", "webhookStatusCode", "timestamp"}, optional: []string{"probe", "retryAfter", "scope", "reason"}}
+	ctAttempt  = ctShape{required: []string{"attempt", "status", "error", "webhookStatusCode", "timestamp"}, optional: []string{"probe", "acked", "retryAfter", "scope", "reason"}}
 	ctAccepted = ctShape{required: []string{"id", "accepted"}}
 	ctQueue    = ctShape{required: []string{"name", "mode", "webhookUrl", "concurrency", "rateLimitMax",
 		"rateLimitWindow", "maxAttempts", "maxDefers", "counts", "hold"}}
