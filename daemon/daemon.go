@@ -123,7 +123,7 @@ func connect(rc config.Redis, log *zap.Logger) (redis.UniversalClient, *miniredi
 		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return nil, nil, fmt.Errorf("start embedded store: %w", err)
 		}
-		log.Warn("redis.addr is empty: using an embedded in-memory store; nothing is persisted and only this process can use it (development only)",
+		log.Warn("no redis.url, addr, addrs or sentinel: using an embedded in-memory store; nothing is persisted and only this process can use it (development only)",
 			zap.String("addr", m.Addr()))
 		log.Info("redis connection", zap.Object("redis", mode), zap.String("summary", mode.String()))
 		return redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true}), m, nil

@@ -73,6 +73,9 @@ type DaemonConfig struct {
 	RedisAddr string
 	// RedisAddrs, when set, points the daemon at a Redis Cluster instead.
 	RedisAddrs []string
+	// RedisYAML, when set, is the whole redis section instead (url:, tls:,
+	// sentinel:, …), its keys unindented; the harness indents it.
+	RedisYAML string
 	// YAML is everything below the redis/http sections (defaults:, queues:, …).
 	YAML string
 	// Env adds environment variables (e.g. signing secrets).
@@ -91,6 +94,9 @@ func StartDaemon(t testing.TB, c DaemonConfig) *Daemon {
 	redisYAML := fmt.Sprintf("addr: %q", c.RedisAddr)
 	if len(c.RedisAddrs) > 0 {
 		redisYAML = fmt.Sprintf("addrs: [%s]", strings.Join(c.RedisAddrs, ", "))
+	}
+	if c.RedisYAML != "" {
+		redisYAML = strings.ReplaceAll(strings.TrimRight(c.RedisYAML, "\n"), "\n", "\n  ")
 	}
 	path := filepath.Join(dir, "simpleqd.yaml")
 	d := &Daemon{t: t, Config: path, LogPath: filepath.Join(dir, "simpleqd.log"), done: make(chan struct{})}
