@@ -19,10 +19,14 @@ import (
 	"github.com/simpleq/simpleqd/store"
 )
 
-// replicaTimeout is the WAIT timeout of these tests: long against a
-// loopback replica's confirmation (well under a millisecond), short for a
-// test that waits it out.
-const replicaTimeout = 200 * time.Millisecond
+// The WAIT timeouts of these tests. A loopback replica confirms well
+// within a millisecond, but a machine busy with other tests can leave it
+// without a CPU for a few hundred: writes that must be confirmed get
+// confirmTimeout; replicaTimeout is for writes that wait it out.
+const (
+	replicaTimeout = 200 * time.Millisecond
+	confirmTimeout = 2 * time.Second
+)
 
 // startReplicated starts a master and one replica of it, and waits until the
 // replica is in sync.
@@ -53,10 +57,10 @@ func waitOnline(t testing.TB, m *redis.Client, n int) {
 	}
 }
 
-func replicatedStore(t testing.TB, rdb redis.UniversalClient) *store.Store {
+func replicatedStore(t testing.TB, rdb redis.UniversalClient, timeout time.Duration) *store.Store {
 	t.Helper()
 	s, err := store.New(rdb, store.Options{Prefix: "t", LeaseMargin: 50 * time.Millisecond,
-		Replicated: true, ReplicaTimeout: replicaTimeout})
+		Replicated: true, ReplicaTimeout: timeout})
 	require.NoError(t, err)
 	require.NoError(t, s.Load(context.Background()))
 	return s
@@ -70,7 +74,7 @@ func TestReplicatedWritesWaitForTheReplica(t *testing.T) {
 	t.Parallel()
 	master, replica := startReplicated(t)
 	ctx := context.Background()
-	s := replicatedStore(t, master.Client(t))
+	s := replicatedStore(t, master.Client(t), confirmTimeout)
 	rc := replica.Client(t)
 	q := queue("q")
 	q.Mode = "ack"
@@ -110,6 +114,7 @@ func TestReplicatedWritesWaitForTheReplica(t *testing.T) {
 	onReplica(res[0].ID)
 
 	replica.Kill()
+	s = replicatedStore(t, master.Client(t), replicaTimeout)
 	expectShort := func(what string, err error) {
 		t.Helper()
 		require.ErrorIs(t, err, store.ErrNotReplicated, what)
@@ -164,12 +169,14 @@ func TestReplicatedRepeatWaitsForTheOriginalWrite(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res[0].Duplicate)
 
-	s := replicatedStore(t, redis.NewClient(&redis.Options{Addr: master.Addr}))
+	fresh := redis.NewClient(&redis.Options{Addr: master.Addr})
+	t.Cleanup(func() { _ = fresh.Close() })
+	s := replicatedStore(t, fresh, replicaTimeout)
 	_, err = s.Publish(ctx, q, []store.NewJob{{Payload: json.RawMessage(`{}`), IdempotencyKey: "k"}})
 	require.ErrorIs(t, err, store.ErrNotReplicated, "the repeat is answered only once the job is replicated")
 
 	replica.Signal(syscall.SIGCONT)
-	res, err = s.Publish(ctx, q, []store.NewJob{{Payload: json.RawMessage(`{}`), IdempotencyKey: "k"}})
+	res, err = replicatedStore(t, fresh, confirmTimeout).Publish(ctx, q, []store.NewJob{{Payload: json.RawMessage(`{}`), IdempotencyKey: "k"}})
 	require.NoError(t, err)
 	require.True(t, res[0].Duplicate)
 }
@@ -198,11 +205,11 @@ func TestReplicatedWaitOnClusterGoesToTheQueueMaster(t *testing.T) {
 	ctx := context.Background()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = cc.Close() })
-	s := replicatedStore(t, cc)
+	s := replicatedStore(t, cc, confirmTimeout)
 	q := queue("q")
 
 	// Every master answers ErrNotReplicated: none has a replica.
-	_, err := s.Publish(ctx, q, []store.NewJob{{Payload: json.RawMessage(`{}`)}})
+	_, err := replicatedStore(t, cc, replicaTimeout).Publish(ctx, q, []store.NewJob{{Payload: json.RawMessage(`{}`)}})
 	require.ErrorIs(t, err, store.ErrNotReplicated)
 
 	owner, err := cc.MasterForKey(ctx, s.Keys(q.Name)[0])
