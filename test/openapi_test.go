@@ -293,7 +293,6 @@ func (v *oaValidator) delivery(dl Delivery) {
 	}
 }
 
-
 // coverage requires every status of every operation to have been answered,
 // except those in unexercised: a status ("500", for every operation) or an
 // operation and a status ("metrics 503").
