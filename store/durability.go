@@ -100,7 +100,11 @@ func (s *Store) pipeWait(ctx context.Context, c redis.UniversalClient, sc *redis
 	}
 	acks, err := wait.Int64()
 	if err != nil {
-		return nil, 0, fmt.Errorf("wait for a replica: %w", err)
+		// Whatever Redis said, the write is not confirmed, and retrying
+		// can help: on a node demoted to replica mid-failover a script
+		// that wrote nothing succeeds and WAIT is refused ("WAIT cannot
+		// be used with replica instances"), which must be a 503, not a 500.
+		return nil, 0, fmt.Errorf("%w: wait for a replica: %w", ErrUnavailable, err)
 	}
 	return res, acks, nil
 }

@@ -113,6 +113,14 @@ func TestReplicatedWritesWaitForTheReplica(t *testing.T) {
 	require.NoError(t, err)
 	onReplica(res[0].ID)
 
+	// A client that reaches a replica (a master demoted mid-failover): a
+	// repeat writes nothing, so the script runs there, and Redis refuses
+	// WAIT on a replica. Not confirmed, so ErrUnavailable (a 503).
+	_, err = replicatedStore(t, rc, confirmTimeout).Publish(ctx, q,
+		[]store.NewJob{{Payload: json.RawMessage(`{"n":1}`), IdempotencyKey: "k1"}})
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.Contains(t, err.Error(), "replica instances")
+
 	replica.Kill()
 	s = replicatedStore(t, master.Client(t), replicaTimeout)
 	expectShort := func(what string, err error) {
