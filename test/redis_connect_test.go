@@ -121,6 +121,16 @@ func TestRedisACLUser(t *testing.T) {
 		Env: []string{"ALICE_PW=alice-pw-value"}, YAML: QueueYAML("jobs", hook.URL), LogLevel: "info"})
 	deliverOne(t, d2, hook)
 	requireMode(t, d2, "single", "off", "user alice, password from $ALICE_PW")
+
+	// The least-privilege user docs/operations.md suggests is enough too.
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "bob", "on", ">bob-pw-value", "~simpleq:*", "&simpleq:*",
+		"+@all", "-@dangerous", "+info", "+config|get").Err())
+	d3 := StartDaemon(t, DaemonConfig{RedisYAML: fmt.Sprintf("url: \"redis://bob@%s\"\npasswordEnv: BOB_PW\n", rs.Addr),
+		Env: []string{"BOB_PW=bob-pw-value"}, YAML: QueueYAML("jobs", hook.URL), LogLevel: "info"})
+	deliverOne(t, d3, hook)
+	requireMode(t, d3, "single", "off", "user bob, password from $BOB_PW")
+	require.NotContains(t, d3.Log(), "bob-pw-value")
+	require.NotContains(t, d3.Log(), "NOPERM")
 	for _, d := range []*Daemon{d1, d2} {
 		require.NotContains(t, d.Log(), "alice-pw-value")
 	}
