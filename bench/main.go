@@ -68,7 +68,7 @@ func main() {
 	flag.BoolVar(&o.skipCompare, "skip-compare", false, "skip the asynq and BullMQ rows (they need Go modules and npm packages)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the daemon during the 1-daemon delivery run to this file")
-	flag.StringVar(&o.only, "only", "", "run only this phase: publish (single, batch, memory) | delivery (publish rows too) | latency (delivery rows too) | claim (claim cost, 1k vs 1M waiting) | backpressure | compare (simpleqd, asynq and BullMQ deliveries, round by round)")
+	flag.StringVar(&o.only, "only", "", "run only this phase: publish (single, batch, memory) | delivery (publish rows too, and tracing off vs on) | latency (delivery rows too) | claim (claim cost, 1k vs 1M waiting) | backpressure | compare (simpleqd, asynq and BullMQ deliveries, round by round)")
 	flag.IntVar(&o.runs, "runs", 5, "repeat the headline throughput runs this many times and report the median")
 	flag.IntVar(&o.warmup, "warmup", 1, "unmeasured runs before the headline throughput runs (connection pools, goroutines, heap and Redis tables grow to size)")
 	flag.Parse()
@@ -329,6 +329,9 @@ func run(ctx context.Context, o options) error {
 	}
 	add("  the same with Go's net/http server as the webhook", fmt.Sprintf("%.0f /s", rate), "")
 	add("  CPU per delivered job: Redis / daemon / webhook", cpu.result, "")
+	if err := tracingRows(ctx, bin, work, rs, hook, d, o, payload, add); err != nil {
+		return err
+	}
 
 	if o.only == "delivery" {
 		_ = d.stop()
@@ -938,6 +941,8 @@ func (d *daemonProc) stop() error {
 type apiClient struct {
 	base string
 	http *http.Client
+	// traceParent, when set, goes with every batch publish (tracingRows).
+	traceParent string
 }
 
 func newAPI(base string) *apiClient {
@@ -1025,6 +1030,7 @@ func (a *apiClient) publishBatches(ctx context.Context, queue string, n, size, c
 				}
 				req, _ := http.NewRequestWithContext(ctx, "POST", a.base+"/v1/queues/"+queue+"/jobs/batch", bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
+				a.traceHeader(req.Header)
 				resp, err := a.http.Do(req)
 				if err != nil {
 					firstErr.CompareAndSwap(nil, err)
