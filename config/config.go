@@ -239,6 +239,10 @@ func topSchema(c *Config) []node {
 			{name: "sampleRatio", target: &c.Tracing.SampleRatio},
 			{name: "serviceName", target: &c.Tracing.ServiceName},
 		}},
+		{name: "webhooks", children: []node{
+			{name: "allowedHosts", target: &c.Webhooks.AllowedHosts},
+			{name: "allowPrivateNetworks", target: &c.Webhooks.AllowPrivateNetworks},
+		}},
 		{name: "defaults", children: settingsSchema(&c.Defaults)},
 	}
 }
@@ -955,6 +959,7 @@ func (l *loader) validate(c *Config) {
 	if r := c.Tracing.SampleRatio; r < 0 || r > 1 {
 		l.problemf("tracing.sampleRatio", "must be between 0 and 1 (got %v)", r)
 	}
+	l.validateWebhooks(&c.Webhooks) // webhooks.go
 
 	// defaults, then each queue for the values it set itself: a bad default
 	// is reported once under defaults, not once per queue inheriting it.
@@ -1107,6 +1112,7 @@ type (
 		Log           logView              `yaml:"log"`
 		Dispatch      dispatchView         `yaml:"dispatch"`
 		Tracing       tracingView          `yaml:"tracing"`
+		Webhooks      webhooksView         `yaml:"webhooks"`
 		Defaults      settingsView         `yaml:"defaults"`
 		Queues        map[string]queueView `yaml:"queues"`
 	}
@@ -1206,6 +1212,7 @@ func (c *Config) view() configView {
 		}
 		v.Queues[name] = qv
 	}
+	v.Webhooks = webhooksViewOf(c.Webhooks) // webhooks.go
 	return v
 }
 

@@ -16,6 +16,8 @@ type Config struct {
 	Log           Log
 	Dispatch      Dispatch
 	Tracing       Tracing
+	// Webhooks limits where API-created queues may point (webhooks.go).
+	Webhooks Webhooks
 	// Defaults are the settings every queue starts from.
 	Defaults QueueSettings
 	// Queues maps the queue name (case preserved, as written in the file) to
@@ -229,6 +231,12 @@ type Queue struct {
 	// read from (a comma- or space-separated list), for Redacted as with
 	// SigningSecretEnv.
 	SigningSecretsEnv string
+	// Checked marks a queue whose webhook URL an API user wrote: its URL is
+	// checked against webhooks.allowedHosts and allowPrivateNetworks when
+	// written (netguard.Policy.CheckURL), and every connection it makes is
+	// checked at the address dialled. Queues loaded from the file leave it
+	// false: they are trusted, as runtime.md §2 says.
+	Checked bool
 	QueueSettings
 }
 
