@@ -189,3 +189,18 @@ func TestRedisSentinel(t *testing.T) {
 		require.NotContains(t, d.Log(), secret)
 	}
 }
+
+// TestRedisSentinelTLS: redis.tls applies to the sentinels and the master
+// they name alike: a Sentinel set on mutual TLS serves a daemon.
+func TestRedisSentinelTLS(t *testing.T) {
+	t.Parallel()
+	certs := redistest.NewCerts(t)
+	set := redistest.StartSentinelSet(t, redistest.SentinelOptions{TLS: certs, RequireClientCert: true})
+	hook := NewWebhook(t, nil)
+	d := StartDaemon(t, DaemonConfig{
+		RedisYAML: fmt.Sprintf("sentinel:\n  masterName: %s\n  addrs: [%s]\ntls:\n  enabled: true\n  caFile: %s\n  certFile: %s\n  keyFile: %s\n",
+			set.MasterName, strings.Join(set.SentinelAddrs(), ", "), certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile),
+		YAML: QueueYAML("jobs", hook.URL), LogLevel: "info"})
+	deliverOne(t, d, hook)
+	requireMode(t, d, "sentinel", "mutual", "sentinel (master "+set.MasterName+" via 3 sentinels")
+}

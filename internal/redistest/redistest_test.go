@@ -78,3 +78,17 @@ func TestStartClusterTLS(t *testing.T) {
 		t.Fatalf("masters: %d, %v", masters.Load(), err)
 	}
 }
+
+// A Sentinel set on mutual TLS forms, replicates and answers a TLS
+// failover client.
+func TestSentinelSetTLS(t *testing.T) {
+	t.Parallel()
+	certs := NewCerts(t)
+	set := StartSentinelSet(t, SentinelOptions{TLS: certs, RequireClientCert: true})
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: set.MasterName, SentinelAddrs: set.SentinelAddrs(),
+		TLSConfig: certs.ClientTLS()})
+	defer c.Close()
+	if err := c.Set(context.Background(), "k", "v", 0).Err(); err != nil {
+		t.Fatalf("set through the sentinels: %v", err)
+	}
+}

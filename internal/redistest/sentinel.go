@@ -28,6 +28,10 @@ type SentinelOptions struct {
 	// DownAfter is how long the master must be silent before a sentinel
 	// calls it down (default 500ms, so a failover takes seconds).
 	DownAfter time.Duration
+	// TLS makes every node and sentinel serve TLS only, replication and the
+	// sentinels' own connections included; RequireClientCert as Options.
+	TLS               *Certs
+	RequireClientCert bool
 }
 
 // SentinelSet is a master, its replicas and the sentinels watching them, all
@@ -59,18 +63,22 @@ func StartSentinelSet(t testing.TB, o SentinelOptions) *SentinelSet {
 		o.DownAfter = 500 * time.Millisecond
 	}
 	s := &SentinelSet{MasterName: "mymaster", opts: o}
-	auth := func() []string {
-		if o.Password == "" {
-			return nil
+	node := func(extra ...string) Options {
+		n := Options{Password: o.Password, TLS: o.TLS, RequireClientCert: o.RequireClientCert}
+		if o.Password != "" {
+			n.Args = append(n.Args, "--masterauth", o.Password)
 		}
-		return []string{"--masterauth", o.Password}
+		if o.TLS != nil {
+			n.Args = append(n.Args, "--tls-replication", "yes")
+		}
+		n.Args = append(n.Args, extra...)
+		return n
 	}
-	master := StartWith(t, Options{Password: o.Password, Args: auth()})
+	master := StartWith(t, node())
 	s.Nodes = append(s.Nodes, master)
 	host, port, _ := net.SplitHostPort(master.Addr)
 	for range o.Replicas {
-		s.Nodes = append(s.Nodes, StartWith(t, Options{Password: o.Password,
-			Args: append(auth(), "--replicaof", host, port)}))
+		s.Nodes = append(s.Nodes, StartWith(t, node("--replicaof", host, port)))
 	}
 
 	var conf strings.Builder
@@ -82,9 +90,13 @@ func StartSentinelSet(t testing.TB, o SentinelOptions) *SentinelSet {
 	if o.Password != "" {
 		fmt.Fprintf(&conf, "sentinel auth-pass %s %s\n", s.MasterName, o.Password)
 	}
+	if o.TLS != nil {
+		// Sentinels reach the data nodes, and each other, over TLS.
+		conf.WriteString("tls-replication yes\n")
+	}
 	for range o.Sentinels {
 		s.Sentinels = append(s.Sentinels, StartWith(t, Options{Conf: conf.String(), Password: o.SentinelPassword,
-			Args: []string{"--sentinel"}}))
+			TLS: o.TLS, RequireClientCert: o.RequireClientCert, Args: []string{"--sentinel"}}))
 	}
 	s.waitFormed(t, 20*time.Second)
 	return s
