@@ -10,7 +10,9 @@ import (
 )
 
 // msgForbidden is the 403 body's message: a request a keyless daemon refuses
-// because it did not come from this machine's own pages (see keylessGuard).
+// because it did not come from this machine's own pages (see keylessGuard),
+// or one outside its key's reach (reach.go). One message for both, and for
+// a queue that exists and one that does not.
 const msgForbidden = "forbidden"
 
 // The API's defences against web pages (review finding 6). A daemon without
@@ -72,18 +74,11 @@ func requireJSON(next http.Handler) http.Handler {
 	})
 }
 
-// keysConfigured reports whether at least one non-empty API key is
-// configured, the same test authorized makes (an empty key is never valid).
+// keysConfigured reports whether at least one non-empty API key (of either
+// kind) is configured, the same test authorized makes (an empty key is
+// never valid).
 func (s *Server) keysConfigured() bool {
-	if s.apiKeys == nil {
-		return false
-	}
-	for _, k := range s.apiKeys() {
-		if k != "" {
-			return true
-		}
-	}
-	return false
+	return len(s.keyring().digests) > 0
 }
 
 // changesState reports whether a request of this method may change state:

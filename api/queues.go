@@ -141,7 +141,8 @@ func (s *Server) handleGetQueue(w http.ResponseWriter, r *http.Request) {
 	s.respond(w, r, http.StatusOK, view)
 }
 
-// handleListQueues is GET /v1/queues: every configured queue, sorted by name.
+// handleListQueues is GET /v1/queues: every configured queue the key
+// reaches, sorted by name.
 // Status is read queue by queue; any failure fails the whole answer rather
 // than returning a partial list that looks complete.
 func (s *Server) handleListQueues(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +152,10 @@ func (s *Server) handleListQueues(w http.ResponseWriter, r *http.Request) {
 	}
 	names := make([]string, 0, len(all))
 	for name := range all {
-		names = append(names, name)
+		// A scoped key sees only the queues it reaches (reach.go).
+		if reaches(r, name) {
+			names = append(names, name)
+		}
 	}
 	sort.Strings(names)
 	out := make([]queueJSON, 0, len(names))

@@ -3,10 +3,12 @@ package api
 import (
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/simpleq/simpleqd/config"
 	"github.com/simpleq/simpleqd/events"
 	"github.com/simpleq/simpleqd/internal/wiretime"
 )
@@ -30,7 +32,13 @@ type Options struct {
 	Queues Queues
 	// APIKeys returns the currently accepted Bearer keys. Nil, or no non-empty
 	// key, disables authentication (config only allows that on loopback).
+	// Auth, when set, is used instead.
 	APIKeys func() []string
+	// Auth returns the auth section in force: auth.apiKeys (full access)
+	// and auth.keys (a role and a reach each, reach.go). One pointer per
+	// loaded configuration, never modified afterwards: the keys are hashed
+	// once per pointer, and a reload swaps every key and its reach at once.
+	Auth func() *config.Auth
 	// MaxPayloadBytes bounds every request body (413 above it); <= 0 means
 	// DefaultMaxPayloadBytes.
 	MaxPayloadBytes int64
@@ -55,13 +63,17 @@ type Server struct {
 	waker    Waker
 	queues   Queues
 	apiKeys  func() []string
+	auth     func() *config.Auth
 	maxBytes int64
 	log      *zap.Logger
 	events   *events.Log
 	// redisMode is Options.Redis, for /readyz.
 	redisMode *RedisMode
 
-	mux     *http.ServeMux
+	// ring caches the hashed keys of the current Options.Auth (keyring.go).
+	ring atomic.Pointer[keyring]
+
+	mux     *routeMux
 	handler http.Handler
 	// slots holds one token per request being served (nil: unbounded).
 	slots chan struct{}
@@ -74,10 +86,11 @@ func New(opts Options) *Server {
 		waker:    opts.Waker,
 		queues:   opts.Queues,
 		apiKeys:  opts.APIKeys,
+		auth:     opts.Auth,
 		maxBytes: opts.MaxPayloadBytes,
 		log:      opts.Logger,
 		events:   opts.Events,
-		mux:      http.NewServeMux(),
+		mux:      &routeMux{ServeMux: http.NewServeMux()},
 
 		redisMode: opts.Redis,
 	}
@@ -90,13 +103,14 @@ func New(opts Options) *Server {
 	if opts.MaxConcurrentRequests > 0 {
 		s.slots = make(chan struct{}, opts.MaxConcurrentRequests)
 	}
+	s.mux.s = s
 	s.routes()
 	// Outermost first: log everything (including 401s), turn panics into a
 	// JSON 500, refuse what a keyless daemon must not serve to a browser
 	// (before any load-shedding slot is taken), authenticate, refuse
 	// state changes that are not JSON (browser.go), then route with JSON
 	// 404/405 for unknown paths.
-	s.handler = s.logRequests(s.recoverPanics(s.keylessGuard(s.shedLoad(s.requireAuth(requireJSON(s.jsonFallback(s.mux)))))))
+	s.handler = s.logRequests(s.recoverPanics(s.keylessGuard(s.shedLoad(s.requireAuth(requireJSON(s.jsonFallback(s.mux.ServeMux)))))))
 	return s
 }
 
@@ -126,6 +140,9 @@ func (s *Server) jsonFallback(next *http.ServeMux) http.Handler {
 		if r.Method == http.MethodPost {
 			if name, batch, ok := publishPath(r.URL.Path); ok {
 				r.SetPathValue("queue", name)
+				if !publishAllowed(w, r, batch) {
+					return
+				}
 				if batch {
 					s.handlePublishBatch(w, r)
 				} else {

@@ -140,8 +140,15 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	raw := v.AllSettings()
 	rawQueues, hasQueues := raw["queues"]
 	delete(raw, "queues")
+	// auth.keys is a list of mappings, decoded apart like queues (keys.go).
+	var rawKeys any
+	if auth, ok := raw["auth"].(map[string]any); ok {
+		rawKeys = auth["keys"]
+		delete(auth, "keys")
+	}
 	l.applyEnv(EnvPrefix, "", topSchema(c), raw)
 	l.decodeSection("", "", topSchema(c), raw)
+	l.decodeKeys(c, rawKeys)
 	if hasQueues {
 		l.decodeQueues(c, rawQueues)
 	}
@@ -917,14 +924,16 @@ func (l *loader) validate(c *Config) {
 	if c.HTTP.MaxConcurrentRequests < 1 {
 		l.problemf("http.maxConcurrentRequests", "must be ≥ 1 (got %d)", c.HTTP.MaxConcurrentRequests)
 	}
-	if len(c.Auth.APIKeys) == 0 && listenOK && !loopback {
-		l.problemf("auth.apiKeys", "required when http.listen is not a loopback address")
+	// Keys with a reach count as keys: a daemon that has any is not open.
+	if len(c.Auth.APIKeys) == 0 && len(c.Auth.Keys) == 0 && listenOK && !loopback {
+		l.problemf("auth.apiKeys", "required when http.listen is not a loopback address (or auth.keys)")
 	}
 	for i, k := range c.Auth.APIKeys {
 		if strings.TrimSpace(k) == "" {
 			l.problemf(fmt.Sprintf("auth.apiKeys[%d]", i), "must not be empty")
 		}
 	}
+	l.checkDuplicateKeys(c.Auth) // keys.go
 
 	if c.ShutdownGrace < 0 {
 		l.problemf("shutdownGrace", "must be ≥ 0 (got %s)", c.ShutdownGrace)
@@ -1122,7 +1131,17 @@ type (
 		MaxConcurrentRequests int    `yaml:"maxConcurrentRequests"`
 	}
 	authView struct {
-		APIKeys []string `yaml:"apiKeys"`
+		APIKeys []string  `yaml:"apiKeys"`
+		Keys    []keyView `yaml:"keys,omitempty"`
+	}
+	// keyView is one auth.keys entry: the key redacted ("[redacted i of
+	// n]", numbered so the output loads again: keys may not repeat), or
+	// only the name of the variable it came from.
+	keyView struct {
+		Key    string   `yaml:"key,omitempty"`
+		KeyEnv string   `yaml:"keyEnv,omitempty"`
+		Role   string   `yaml:"role"`
+		Queues []string `yaml:"queues"`
 	}
 	logView struct {
 		Format string `yaml:"format"`
@@ -1185,7 +1204,7 @@ func (c *Config) view() configView {
 		Redis:         redisViewOf(c.Redis), // redis.go
 		HTTP:          httpView(c.HTTP),
 		ShutdownGrace: c.ShutdownGrace.String(),
-		Auth:          authView{APIKeys: keys},
+		Auth:          authView{APIKeys: keys, Keys: keyViews(c.Auth.Keys)},
 		Log:           logView(c.Log),
 		Dispatch:      dispatchView{LeaseMargin: c.Dispatch.LeaseMargin.String(), ClaimBatch: c.Dispatch.ClaimBatch, Linger: c.Dispatch.Linger.String()},
 		Tracing:       tracingView{OTLPEndpoint: redactURL(c.Tracing.OTLPEndpoint), SampleRatio: c.Tracing.SampleRatio, ServiceName: c.Tracing.ServiceName},
@@ -1214,6 +1233,18 @@ func (c *Config) view() configView {
 	}
 	v.Webhooks = webhooksViewOf(c.Webhooks) // webhooks.go
 	return v
+}
+
+func keyViews(keys []Key) []keyView {
+	var out []keyView
+	for i, k := range keys {
+		kv := keyView{KeyEnv: k.KeyEnv, Role: k.Role, Queues: k.Queues}
+		if k.KeyEnv == "" {
+			kv.Key = fmt.Sprintf("[redacted %d of %d]", i+1, len(keys))
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 func settingsViewOf(s QueueSettings) settingsView {

@@ -46,6 +46,11 @@ func StrayEnv(c *Config, environ []string, known ...string) []StrayVariable {
 			read[q.SigningSecretsEnv] = true
 		}
 	}
+	for _, k := range c.Auth.Keys {
+		if k.KeyEnv != "" {
+			read[k.KeyEnv] = true
+		}
+	}
 	for _, env := range []string{c.Redis.PasswordEnv, c.Redis.Sentinel.PasswordEnv} {
 		if env != "" {
 			read[env] = true

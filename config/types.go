@@ -130,7 +130,10 @@ type HTTP struct {
 
 // Auth holds the Bearer keys the API accepts.
 type Auth struct {
+	// APIKeys have full access to every queue and endpoint.
 	APIKeys []string
+	// Keys reach only the queues their globs match, with a role (keys.go).
+	Keys []Key
 }
 
 // Log selects the log encoding ("json" or "console") and level.

@@ -54,9 +54,7 @@ type Daemon struct {
 	rdb    redis.UniversalClient
 	mini   *miniredis.Miniredis
 	disp   *dispatch.Dispatcher
-	// deliverer is kept to hand it the webhooks policy on a reload.
-	deliverer *dispatch.Deliverer
-	bus       *wakeup.Bus
+	bus    *wakeup.Bus
 	// metrics is this daemon's Prometheus registry, served on /metrics.
 	metrics *metrics.Metrics
 	// events is this daemon's in-memory timeline of recent queue events
@@ -100,16 +98,9 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 		log.Info("tracing on: every delivery is a span, sent over OTLP/HTTP", zap.String("endpoint", d.tracing.Endpoint),
 			zap.Float64("sampleRatio", cfg.Tracing.SampleRatio), zap.String("serviceName", cfg.Tracing.ServiceName))
 	}
-	// The webhooks policy holds API (Checked) queues only; file queues are
-	// trusted and delivered unchecked.
-	policy, err := cfg.Webhooks.Policy()
-	if err != nil {
-		return nil, err
-	}
-	d.deliverer = dispatch.NewDeliverer("simpleqd/" + Version).WithTracer(d.tracing.Tracer()).WithWebhookPolicy(policy)
 	d.disp = dispatch.New(dispatch.Options{
 		Store:      st,
-		Deliverer:  d.deliverer,
+		Deliverer:  dispatch.NewDeliverer("simpleqd/" + Version).WithTracer(d.tracing.Tracer()),
 		Observer:   events.Observers(d.metrics, d.events),
 		Logger:     log,
 		ClaimBatch: cfg.Dispatch.ClaimBatch,
@@ -177,9 +168,6 @@ func (d *Daemon) Reload(cfg *config.Config) {
 		cfg.Tracing = old.Tracing
 	}
 	d.cfg.Store(cfg)
-	if policy, err := cfg.Webhooks.Policy(); err == nil { // Load validated it
-		d.deliverer.SetWebhookPolicy(policy)
-	}
 	d.metrics.InitQueues(cfg.QueueNames())
 	d.disp.SetQueues(cfg.Queues)
 	// package reload logs what changed at info; this line only confirms.
@@ -358,7 +346,7 @@ func (d *Daemon) handler() http.Handler {
 		Backend:               backend{d},
 		Waker:                 d.bus,
 		Queues:                func() map[string]config.Queue { return d.cfg.Load().Queues },
-		APIKeys:               func() []string { return d.cfg.Load().Auth.APIKeys },
+		Auth:                  func() *config.Auth { return &d.cfg.Load().Auth },
 		MaxPayloadBytes:       d.cfg.Load().HTTP.MaxPayloadBytes,
 		MaxConcurrentRequests: d.cfg.Load().HTTP.MaxConcurrentRequests,
 		Logger:                d.log.Named("api"),

@@ -19,7 +19,8 @@ type Changes struct {
 	// Changed maps a queue name to its changed settings, each "key" or
 	// "key old→new".
 	Changed map[string][]string
-	// APIKeys is true when the set of accepted API keys changed.
+	// APIKeys is true when the set of accepted API keys changed: an
+	// auth.apiKeys key, or an auth.keys key, its role or its reach.
 	APIKeys bool
 	// NeedRestart lists changed keys that a running daemon cannot apply
 	// (connections, listener, logger and dispatcher tuning).
@@ -71,7 +72,10 @@ func Diff(old, next *config.Config) Changes {
 	if len(ch.Changed) == 0 {
 		ch.Changed = nil
 	}
-	ch.APIKeys = !sameSet(old.Auth.APIKeys, next.Auth.APIKeys)
+	ch.APIKeys = !sameSet(old.Auth.APIKeys, next.Auth.APIKeys) ||
+		!slices.EqualFunc(old.Auth.Keys, next.Auth.Keys, func(a, b config.Key) bool {
+			return a.Key == b.Key && a.KeyEnv == b.KeyEnv && a.Role == b.Role && slices.Equal(a.Queues, b.Queues)
+		})
 
 	restart := []struct {
 		key     string

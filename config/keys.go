@@ -1,0 +1,224 @@
+package config
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Roles of a key with a reach (auth.keys[].role; runtime.md §3).
+const (
+	// RolePublisher may publish, read jobs, send callbacks and list its
+	// queues' jobs, and nothing else.
+	RolePublisher = "publisher"
+	// RoleAdmin may do everything on the queues it reaches.
+	RoleAdmin = "admin"
+)
+
+// maxGlobLen bounds one queue glob: a queue name is at most 128 characters,
+// and a glob much longer than that is a mistake, not a pattern.
+const maxGlobLen = 256
+
+// Key is one entry of auth.keys: an API key that reaches only the queues
+// its globs match, with a role. auth.apiKeys stay full access.
+type Key struct {
+	// Key is the Bearer token: the file's, or the one read from KeyEnv.
+	Key string
+	// KeyEnv names the environment variable Key was read from ("" when the
+	// file held the key itself); kept so Redacted shows only the name.
+	KeyEnv string
+	// Role is RolePublisher or RoleAdmin.
+	Role string
+	// Queues are path.Match globs of the queue names the key may use.
+	Queues []string
+}
+
+// Reaches reports whether the key may use the queue called name: whether
+// one of its globs matches it with path.Match semantics (globs were
+// validated at load, so a match error cannot happen and counts as no).
+func (k Key) Reaches(name string) bool {
+	for _, g := range k.Queues {
+		if ok, err := path.Match(g, name); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// keyFields are the keys of one auth.keys entry, in the order messages list them.
+var keyFields = []string{"key", "keyEnv", "role", "queues"}
+
+// decodeKeys decodes auth.keys, a list of mappings, which the node schema
+// cannot describe (its leaves are scalars and lists of strings). raw is
+// viper's view: mapping keys lowercased. Every problem names the entry by
+// index (auth.keys[2].role) and never shows a key's value.
+func (l *loader) decodeKeys(c *Config, raw any) {
+	if raw == nil {
+		return
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		l.problemf("auth.keys", "must be a list of {key or keyEnv, role, queues} (got %s)", describe(raw))
+		return
+	}
+	c.Auth.Keys = make([]Key, 0, len(list))
+	for i, item := range list {
+		p := fmt.Sprintf("auth.keys[%d]", i)
+		m, ok := item.(map[string]any)
+		if !ok {
+			l.problemf(p, "must be a mapping of key or keyEnv, role and queues (got %s)", describe(item))
+			continue
+		}
+		var k Key
+		var given []string
+		for _, name := range sortedKeys(m) {
+			val := m[name]
+			i := slices.IndexFunc(keyFields, func(f string) bool { return strings.ToLower(f) == name })
+			if i < 0 {
+				if s := nearestName(name, keyFields); s != "" {
+					l.problemf(p+"."+name, "unknown key (did you mean %q?)", s)
+				} else {
+					l.problemf(p+"."+name, "unknown key")
+				}
+				continue
+			}
+			field := keyFields[i]
+			if val == nil {
+				continue
+			}
+			given = append(given, field)
+			switch field {
+			case "key":
+				// Never echoed: a numeric key is still a key.
+				if s, ok := val.(string); ok {
+					k.Key = s
+				} else {
+					l.problemf(p+".key", "must be a string; quote it")
+				}
+			case "keyEnv":
+				if s, ok := val.(string); ok {
+					k.KeyEnv = s
+				} else {
+					l.problemf(p+".keyEnv", "must be a string (got %s)", describe(val))
+				}
+			case "role":
+				if s, ok := val.(string); ok {
+					k.Role = s
+				} else {
+					l.problemf(p+".role", "must be a string (got %s)", describe(val))
+				}
+			case "queues":
+				globs, err := toStringList(val)
+				if err != nil {
+					l.problemf(p+".queues", "%v", err)
+				}
+				k.Queues = globs
+			}
+		}
+		l.resolveKey(p, &k, slices.Contains(given, "key"))
+		l.checkReach(p, k)
+		c.Auth.Keys = append(c.Auth.Keys, k)
+	}
+}
+
+// resolveKey enforces exactly one of key and keyEnv and reads keyEnv's
+// variable, which must be set and non-empty: a key that silently became ""
+// would be refused per request, and the operator would learn it from 401s.
+func (l *loader) resolveKey(p string, k *Key, keyGiven bool) {
+	switch {
+	case keyGiven && k.KeyEnv != "":
+		l.problemf(p+".keyEnv", "cannot be combined with key: set only one of key, keyEnv")
+	case k.KeyEnv != "":
+		secret := l.getenv(k.KeyEnv)
+		if strings.TrimSpace(secret) == "" {
+			l.problemf(p+".keyEnv", "environment variable %s is unset or empty", k.KeyEnv)
+			return
+		}
+		k.Key = secret
+	case keyGiven && strings.TrimSpace(k.Key) == "":
+		l.problemf(p+".key", "must not be empty")
+	case !keyGiven && !l.reported(p+".key"):
+		l.problemf(p+".key", "required (or keyEnv naming an environment variable that holds it)")
+	}
+}
+
+// checkReach validates an entry's role and queue globs. A glob is checked
+// with path.Match's own parser, so what loads is what matches; it may hold
+// only queue-name characters ([A-Za-z0-9._-]) and the glob's * ? [ ] ^ \,
+// since anything else (a "/", a space) could never match a queue name and
+// is surely a mistake.
+func (l *loader) checkReach(p string, k Key) {
+	switch k.Role {
+	case RolePublisher, RoleAdmin:
+	case "":
+		if !l.reported(p + ".role") {
+			l.problemf(p+".role", "required: %q or %q", RolePublisher, RoleAdmin)
+		}
+	default:
+		l.problemf(p+".role", "must be %q or %q (got %q)", RolePublisher, RoleAdmin, k.Role)
+	}
+	if len(k.Queues) == 0 {
+		if !l.reported(p + ".queues") {
+			l.problemf(p+".queues", "must list at least one queue name or glob (\"*\" is every queue)")
+		}
+		return
+	}
+	for j, g := range k.Queues {
+		gp := fmt.Sprintf("%s.queues[%d]", p, j)
+		if g == "" {
+			l.problemf(gp, "must not be empty")
+			continue
+		}
+		if len(g) > maxGlobLen {
+			l.problemf(gp, "must be at most %d characters", maxGlobLen)
+			continue
+		}
+		if i := strings.IndexFunc(g, func(r rune) bool { return !globRune(r) }); i >= 0 {
+			l.problemf(gp, "%q: %q can never match a queue name (names are [A-Za-z0-9._-])", g, g[i:i+1])
+			continue
+		}
+		if _, err := path.Match(g, ""); err != nil {
+			l.problemf(gp, "%q is not a valid glob: %v", g, err)
+		}
+	}
+}
+
+// globRune reports whether r may appear in a queue glob.
+func globRune(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return true
+	}
+	return strings.ContainsRune("._-*?[]^\\", r)
+}
+
+// checkDuplicateKeys refuses a key listed twice among auth.keys, or both
+// there and in auth.apiKeys: one token would then have two reaches, and
+// which one counts would be a guess. Messages name positions, never keys.
+func (l *loader) checkDuplicateKeys(a Auth) {
+	for i, k := range a.Keys {
+		if k.Key == "" {
+			continue
+		}
+		if j := slices.Index(a.APIKeys, k.Key); j >= 0 {
+			l.problemf(fmt.Sprintf("auth.keys[%d]", i), "the same key as auth.apiKeys[%d]: a key has one reach", j)
+		}
+		for j := range i {
+			if a.Keys[j].Key == k.Key {
+				l.problemf(fmt.Sprintf("auth.keys[%d]", i), "the same key as auth.keys[%d]: a key has one reach", j)
+				break
+			}
+		}
+	}
+}
+
+// sortedKeys returns m's keys sorted, for messages in a stable order.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
