@@ -103,6 +103,8 @@ func tracingRows(ctx context.Context, bin, work string, rs *redisProc, hook *noo
 	if _, _, _, _, err := deliveryRunUsec(ctx, on, rs, hook, "q0", o.n, payload, nil, nil); err != nil {
 		return err
 	}
+	// Its spans leave within a second; counting starts after them.
+	time.Sleep(2 * time.Second)
 	spansBefore := sink.spans.Load()
 	var rates, cpus [2][]float64
 	runs := min(max(o.runs, 1), 3)
