@@ -54,7 +54,9 @@ type Daemon struct {
 	rdb    redis.UniversalClient
 	mini   *miniredis.Miniredis
 	disp   *dispatch.Dispatcher
-	bus    *wakeup.Bus
+	// deliverer is kept to hand it the webhooks policy on a reload.
+	deliverer *dispatch.Deliverer
+	bus       *wakeup.Bus
 	// metrics is this daemon's Prometheus registry, served on /metrics.
 	metrics *metrics.Metrics
 	// events is this daemon's in-memory timeline of recent queue events
@@ -98,9 +100,16 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 		log.Info("tracing on: every delivery is a span, sent over OTLP/HTTP", zap.String("endpoint", d.tracing.Endpoint),
 			zap.Float64("sampleRatio", cfg.Tracing.SampleRatio), zap.String("serviceName", cfg.Tracing.ServiceName))
 	}
+	// The webhooks policy holds API (Checked) queues only; file queues are
+	// trusted and delivered unchecked.
+	policy, err := cfg.Webhooks.Policy()
+	if err != nil {
+		return nil, err
+	}
+	d.deliverer = dispatch.NewDeliverer("simpleqd/" + Version).WithTracer(d.tracing.Tracer()).WithWebhookPolicy(policy)
 	d.disp = dispatch.New(dispatch.Options{
 		Store:      st,
-		Deliverer:  dispatch.NewDeliverer("simpleqd/" + Version).WithTracer(d.tracing.Tracer()),
+		Deliverer:  d.deliverer,
 		Observer:   events.Observers(d.metrics, d.events),
 		Logger:     log,
 		ClaimBatch: cfg.Dispatch.ClaimBatch,
@@ -168,6 +177,9 @@ func (d *Daemon) Reload(cfg *config.Config) {
 		cfg.Tracing = old.Tracing
 	}
 	d.cfg.Store(cfg)
+	if policy, err := cfg.Webhooks.Policy(); err == nil { // Load validated it
+		d.deliverer.SetWebhookPolicy(policy)
+	}
 	d.metrics.InitQueues(cfg.QueueNames())
 	d.disp.SetQueues(cfg.Queues)
 	// package reload logs what changed at info; this line only confirms.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/simpleq/simpleqd/config"
 	"github.com/simpleq/simpleqd/hold"
+	"github.com/simpleq/simpleqd/netguard"
 	"github.com/simpleq/simpleqd/store"
 )
 
@@ -43,6 +44,11 @@ const (
 type Deliverer struct {
 	client    *fasthttp.Client
 	userAgent string
+
+	// checked delivers for checked (API) queues, every connection made by
+	// guard under the webhooks policy (netguard.go).
+	checked *fasthttp.Client
+	guard   *netguard.Dialer
 
 	// conns are the open webhook connections, so that a shutdown past its
 	// grace period can cut deliveries in flight (fasthttp takes no context).
@@ -160,9 +166,21 @@ func NewDeliverer(userAgent string) *Deliverer {
 func newDeliverer(userAgent string, idle time.Duration) *Deliverer {
 	d := &Deliverer{userAgent: userAgent, conns: map[net.Conn]struct{}{}}
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	d.client = &fasthttp.Client{
+	d.client = d.newClient(idle, func(addr string) (net.Conn, error) { return dialer.Dial("tcp", addr) })
+	// Checked (API) queues dial through the guard: resolved and checked at
+	// connect time, refused before any connection attempt (netguard.go).
+	d.guard = &netguard.Dialer{Timeout: dialer.Timeout, KeepAlive: dialer.KeepAlive}
+	d.checked = d.newClient(idle, func(addr string) (net.Conn, error) {
+		return d.guard.DialContext(context.Background(), "tcp", addr)
+	})
+	return d
+}
+
+// newClient returns a webhook client whose connections dial makes.
+func (d *Deliverer) newClient(idle time.Duration, dial func(addr string) (net.Conn, error)) *fasthttp.Client {
+	return &fasthttp.Client{
 		Dial: func(addr string) (net.Conn, error) {
-			c, err := dialer.Dial("tcp", addr)
+			c, err := dial(addr)
 			if err != nil {
 				return nil, err
 			}
@@ -193,7 +211,6 @@ func newDeliverer(userAgent string, idle time.Duration) *Deliverer {
 		MaxIdemponentCallAttempts: 1,
 		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
 	}
-	return d
 }
 
 // trackedConn removes itself from the Deliverer's set when closed.
@@ -282,7 +299,7 @@ func (d *Deliverer) deliver(ctx context.Context, q config.Queue, j store.Claimed
 	setTraceHeaders(&req.Header, sp, j)
 	req.SetBodyRaw(body)
 
-	err := d.client.DoTimeout(req, resp, q.Timeout)
+	err := d.clientFor(q).DoTimeout(req, resp, q.Timeout)
 	sp.answered()
 	if err != nil {
 		switch {
