@@ -86,7 +86,9 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 	}
 	var last error
 	for _, a := range addrs {
-		c, err := d.dial(ctx, network, net.JoinHostPort(a.String(), port))
+		// Some resolvers hand back A records as ::ffff:a.b.c.d; dial the
+		// IPv4 address itself (it was checked as that already).
+		c, err := d.dial(ctx, network, net.JoinHostPort(a.Unmap().String(), port))
 		if err == nil {
 			return c, nil
 		}

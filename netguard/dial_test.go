@@ -89,6 +89,7 @@ var answers = map[string][]string{
 	"mixed.test":    {"93.184.216.34", "10.0.0.1"},
 	"public.test":   {"93.184.216.34", "2606:2800:220:1::1"},
 	"zero.test":     {"0.0.0.0"},
+	"mappub.test":   {"::ffff:93.184.216.34"},
 }
 
 // TestDialRefusesBeforeDialling proves that a refused address is never
@@ -163,6 +164,14 @@ func TestDialAllowed(t *testing.T) {
 		t.Fatalf("public.test: %v", err)
 	}
 	if got := rec.seen(); len(got) != 2 || got[0] != "93.184.216.34:443" || got[1] != "[2606:2800:220:1::1]:443" {
+		t.Fatalf("dials = %v", got)
+	}
+	// An A record handed back in IPv4-mapped form is dialled as IPv4.
+	d, _, rec = newTestDialer(t, nil, answers)
+	if _, err := d.DialContext(context.Background(), "tcp", "mappub.test:80"); !errors.Is(err, errFakeDial) {
+		t.Fatalf("mappub.test: %v", err)
+	}
+	if got := rec.seen(); len(got) != 1 || got[0] != "93.184.216.34:80" {
 		t.Fatalf("dials = %v", got)
 	}
 
