@@ -27,7 +27,7 @@
 --         record as stored (meta JSON, "\n", raw payload). The record is
 --         handed over undecoded: the daemon reads attempts, defers and
 --         createdAt from its meta, which is cheaper there than in Lua.
-local again = call_replay(true)
+local again = call_replay(0, ARGV[ARG0 + 2])
 if again then return again end
 local r = claim_jobs(now_ms(), tonumber(ARGV[ARG0 + 1]), ARGV[ARG0 + 2])
 if r[1] == 'CLAIMED' then call_record({}, r) end

@@ -681,63 +681,70 @@ end
 -- anyway, and a call sent again after a stall runs right after the first
 -- (both wait in Redis' input), so a short log covers it; the log is a few
 -- bytes per outcome and job, kept only that long.
--- Layout: "<n>\n", n outcome lines "word\tdetail\thold", then claimed job
--- lines "id\ttoken\tprobe". Job ids, words, details and tokens hold no tabs
--- or newlines.
+-- Layout: the outcome words (settle's flat reply so far: word, detail and
+-- hold per outcome) joined by tabs, a newline, then the ids of the jobs the
+-- call claimed joined by commas. A replay takes their leases from K_LEASES:
+-- a lease still held under the call's prefix is the one handed out. Built
+-- with one table.concat each, no string per job: the log is written on
+-- every claim and settle call. Words, details and job ids hold no tabs,
+-- newlines or commas.
 
--- Records a call: words is settle's flat reply so far (3 values per
--- outcome), claim a claim_jobs reply or nil.
+-- Records a call: words is settle's flat reply so far ({} for a claim),
+-- claim a claim_jobs reply or nil.
 local function call_record(words, claim)
   if not K_CALL then return end
-  local parts = { tostring(#words / 3) }
-  for i = 1, #words, 3 do
-    parts[#parts + 1] = words[i] .. '\t' .. words[i + 1] .. '\t' .. words[i + 2]
-  end
+  local ids = {}
   if claim then
-    local i = 4 + 4 * claim[3]
-    while i + 3 <= #claim do
-      parts[#parts + 1] = claim[i] .. '\t' .. claim[i + 1] .. '\t' .. claim[i + 2]
-      i = i + 4
-    end
+    for i = 4 + 4 * claim[3], #claim - 3, 4 do ids[#ids + 1] = claim[i] end
   end
-  redis.call('SET', K_CALL, table.concat(parts, '\n'), 'PX', math.min(math.max(P.lease, 1000), 10000))
+  redis.call('SET', K_CALL, table.concat(words, '\t') .. '\n' .. table.concat(ids, ','),
+    'PX', math.min(math.max(P.lease, 1000), 10000))
 end
 
--- Answers a call sent again from its log: the outcome words as recorded,
--- then (want_claim) a claim reply with the jobs whose lease is still the
--- one handed out (wake 0: look again at once). Returns nil for a new call.
-local function call_replay(want_claim)
+-- Splits s at every sep (a one-character plain separator), empty fields kept.
+local function split(s, sep)
+  local out, from = {}, 1
+  while true do
+    local at = string.find(s, sep, from, true)
+    if not at then
+      out[#out + 1] = string.sub(s, from)
+      return out
+    end
+    out[#out + 1] = string.sub(s, from, at - 1)
+    from = at + 1
+  end
+end
+
+-- Answers a call sent again from its log: the n outcomes' words as
+-- recorded, then (prefix given: the call claimed) a claim reply with the
+-- jobs whose lease is still the one this call handed out (wake 0: look again
+-- at once). Returns nil for a new call.
+local function call_replay(n, prefix)
   if not K_CALL then return nil end
   local log = redis.call('GET', K_CALL)
   if not log then return nil end
-  local out, n, i = {}, nil, 0
-  local jobs = {}
-  for line in string.gmatch(log, '[^\n]+') do
-    if not n then
-      n = tonumber(line)
-    elseif i < n then
-      local w, d, h = string.match(line, '^([^\t]*)\t([^\t]*)\t([^\t]*)$')
-      out[#out + 1] = w
-      out[#out + 1] = d
-      out[#out + 1] = h
-      i = i + 1
-    else
-      local id, token, probe = string.match(line, '^([^\t]*)\t([^\t]*)\t([^\t]*)$')
-      if redis.call('HGET', K_LEASES, id) == token then
-        local rec = redis.call('HGET', K_JOBS, id)
-        if rec then
-          jobs[#jobs + 1] = id
-          jobs[#jobs + 1] = token
-          jobs[#jobs + 1] = probe
-          jobs[#jobs + 1] = rec
+  local nl = string.find(log, '\n', 1, true)
+  local out = {}
+  if n > 0 then out = split(string.sub(log, 1, nl - 1), '\t') end
+  if prefix then
+    local jobs = {}
+    local ids = string.sub(log, nl + 1)
+    if ids ~= '' then
+      local mine = prefix .. '|'
+      for _, id in ipairs(split(ids, ',')) do
+        local token = redis.call('HGET', K_LEASES, id)
+        if token and string.sub(token, 1, #mine) == mine then
+          local rec = redis.call('HGET', K_JOBS, id)
+          if rec then
+            jobs[#jobs + 1] = id
+            jobs[#jobs + 1] = token
+            jobs[#jobs + 1] = string.sub(token, -2) == '|p' and '1' or '0'
+            jobs[#jobs + 1] = rec
+          end
         end
       end
     end
-  end
-  if want_claim then
-    local word = 'EMPTY'
-    if #jobs > 0 then word = 'CLAIMED' end
-    out[#out + 1] = word
+    out[#out + 1] = #jobs > 0 and 'CLAIMED' or 'EMPTY'
     out[#out + 1] = 0
     out[#out + 1] = 0
     for _, v in ipairs(jobs) do out[#out + 1] = v end

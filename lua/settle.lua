@@ -30,7 +30,7 @@
 --   STALE (token no longer current: nothing written).
 local n = tonumber(ARGV[ARG0 + 1])
 local claim_max = tonumber(ARGV[ARG0 + 2 + n * 7])
-local again = call_replay(claim_max and claim_max > 0)
+local again = call_replay(n, (claim_max and claim_max > 0) and ARGV[ARG0 + 3 + n * 7] or nil)
 if again then return again end
 local now = now_ms()
 local out = {}
