@@ -19,8 +19,9 @@
 //
 // Queue config: mode: standard, webhookUrl: http://<LISTEN>/webhook.
 
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:http';
+
+import { verifyDelivery } from './verify.mjs';
 
 const SECRETS = (process.env.SIGNING_SECRET ?? '').split(',').filter(Boolean);
 const ALLOW_UNTIMESTAMPED = process.env.ALLOW_UNTIMESTAMPED === '1';
@@ -34,69 +35,10 @@ const BACKPRESSURE = new Set([429, 503, 529]);
 
 const log = (msg) => console.log(`[standard_worker] ${msg}`);
 
-// Verify over the raw bytes BEFORE parsing, in constant time, against every
-// accepted secret (two while rotating). Returns undefined when the delivery is
-// authentic and fresh, otherwise why not. simpleqd signs two ways:
-// webhook-signature (Standard Webhooks: an HMAC of "id.timestamp.body" under
-// every active secret) and x-simpleq-signature (SimpleQ's: an HMAC of the body
-// under the current secret only). The first also proves when the delivery was
-// made, so a captured one cannot be replayed later: it is required, and decides
-// alone (a receiver still holding only the old secret matches it during a
-// rotation). x-simpleq-signature alone is accepted only with
-// ALLOW_UNTIMESTAMPED=1 (SimpleQ's hosted service sends nothing else).
-function verifyDelivery(raw, headers) {
-  const std = headers['webhook-signature'];
-  if (std) return verifyStandard(raw, headers['webhook-id'], headers['webhook-timestamp'], std);
-  if (!ALLOW_UNTIMESTAMPED) return 'no webhook-signature (x-simpleq-signature alone could be a replay)';
-  if (!verifySignature(raw, headers['x-simpleq-signature'])) return 'x-simpleq-signature does not match';
-  return undefined;
-}
-
-// The HMAC key a secret stands for in webhook-signature, as simpleqd reads it:
-// "whsec_" + padded standard base64 is the decoded bytes (the Standard Webhooks
-// form); any other secret is its own bytes, whole.
-function standardKey(secret) {
-  const rest = secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : '';
-  // Buffer.from(…, 'base64') never throws, so check the form first.
-  if (/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/.test(rest) && rest !== '') {
-    return Buffer.from(rest, 'base64');
-  }
-  return Buffer.from(secret, 'utf8');
-}
-
-function verifyStandard(raw, id, timestamp, signature) {
-  if (!id || !timestamp || !/^[0-9]+$/.test(timestamp)) {
-    return 'webhook-id and webhook-timestamp (Unix seconds) are required';
-  }
-  const signed = Buffer.concat([Buffer.from(`${id}.${timestamp}.`), raw]);
-  const wants = SECRETS.map((s) => createHmac('sha256', standardKey(s)).update(signed).digest());
-  let ok = false;
-  for (const entry of signature.split(' ')) {
-    const [version, sig] = entry.split(',');
-    if (version !== 'v1' || !sig) continue; // another scheme (v1a): not ours to check
-    const got = Buffer.from(sig, 'base64');
-    for (const want of wants) ok = (got.length === want.length && timingSafeEqual(got, want)) || ok;
-  }
-  if (!ok) return 'webhook-signature does not match';
-  // Checked after the signature, so this means a genuine but stale delivery.
-  if (Math.abs(Date.now() / 1000 - Number(timestamp)) > TOLERANCE) {
-    return `webhook-timestamp more than ${TOLERANCE}s from this clock (a replay, or a clock that is off)`;
-  }
-  return undefined;
-}
-
-// x-simpleq-signature is sha256=<hex HMAC-SHA256 of the raw body>, keyed with
-// the secret's bytes as they are.
-function verifySignature(raw, header) {
-  if (typeof header !== 'string' || !header.toLowerCase().startsWith('sha256=')) return false;
-  const got = Buffer.from(header.slice('sha256='.length).trim().toLowerCase());
-  let ok = false;
-  for (const secret of SECRETS) {
-    const want = Buffer.from(createHmac('sha256', secret).update(raw).digest('hex'));
-    ok = (want.length === got.length && timingSafeEqual(want, got)) || ok;
-  }
-  return ok;
-}
+// Returns undefined when the delivery is authentic and fresh, otherwise why
+// not (verify.mjs, with this worker's settings).
+const verify = (raw, headers) =>
+  verifyDelivery(raw, headers, { secrets: SECRETS, tolerance: TOLERANCE, allowUntimestamped: ALLOW_UNTIMESTAMPED });
 
 // The provider's wait in seconds: retry-after-ms (OpenAI), Retry-After
 // (seconds or HTTP-date), or a Gemini RetryInfo retryDelay ("7s") in the JSON
@@ -155,7 +97,7 @@ async function handle(req, res) {
   const chunks = [];
   for await (const chunk of req) chunks.push(chunk);
   const raw = Buffer.concat(chunks);
-  const why = verifyDelivery(raw, req.headers);
+  const why = verify(raw, req.headers);
   if (why) {
     log(`refused a delivery: ${why}`);
     return answer(res, 401);

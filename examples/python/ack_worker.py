@@ -24,14 +24,10 @@ Environment:
 Queue config: mode: ack, webhookUrl: http://<LISTEN>/webhook.
 """
 
-import base64
 import email.utils
-import hashlib
-import hmac
 import json
 import os
 import random
-import re
 import signal
 import sys
 import threading
@@ -40,6 +36,8 @@ import urllib.error
 import urllib.request
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import simpleq_verify  # beside this file
 
 SECRETS = [s for s in os.environ.get("SIGNING_SECRET", "").split(",") if s]
 ALLOW_UNTIMESTAMPED = os.environ.get("ALLOW_UNTIMESTAMPED") == "1"
@@ -57,77 +55,9 @@ def log(msg: str) -> None:
 
 
 def verify_delivery(raw: bytes, headers) -> str | None:
-    """None when the delivery is authentic and fresh, otherwise why not.
-
-    Verify over the raw bytes BEFORE parsing, in constant time, against every
-    accepted secret (two while rotating). simpleqd signs two ways:
-    webhook-signature (Standard Webhooks: an HMAC of "id.timestamp.body" under
-    every active secret) and x-simpleq-signature (SimpleQ's: an HMAC of the
-    body under the current secret only). The first also proves when the
-    delivery was made, so a captured one cannot be replayed later: it is
-    required, and decides alone (a receiver still holding only the old secret
-    matches it during a rotation). x-simpleq-signature alone is accepted only
-    with ALLOW_UNTIMESTAMPED=1 (SimpleQ's hosted service sends nothing else)."""
-    std = headers.get("webhook-signature")
-    if std:
-        return verify_standard(raw, headers.get("webhook-id"), headers.get("webhook-timestamp"), std)
-    if not ALLOW_UNTIMESTAMPED:
-        return "no webhook-signature (x-simpleq-signature alone could be a replay)"
-    if not verify_simpleq(raw, headers.get("x-simpleq-signature")):
-        return "x-simpleq-signature does not match"
-    return None
-
-
-def standard_key(secret: str) -> bytes:
-    """The HMAC key a secret stands for in webhook-signature, as simpleqd reads
-    it: "whsec_" + padded standard base64 is the decoded bytes (the Standard
-    Webhooks form); any other secret is its own bytes, whole."""
-    rest = secret[len("whsec_"):] if secret.startswith("whsec_") else ""
-    if rest and re.fullmatch(r"[A-Za-z0-9+/=]+", rest):
-        try:
-            key = base64.b64decode(rest, validate=True)
-            if key:
-                return key
-        except ValueError:
-            pass
-    return secret.encode()
-
-
-def verify_standard(raw: bytes, msg_id: str | None, timestamp: str | None, signature: str) -> str | None:
-    if not msg_id or not timestamp or not re.fullmatch(r"[0-9]+", timestamp):
-        return "webhook-id and webhook-timestamp (Unix seconds) are required"
-    signed = f"{msg_id}.{timestamp}.".encode() + raw
-    wants = [hmac.new(standard_key(s), signed, hashlib.sha256).digest() for s in SECRETS]
-    ok = False
-    for entry in signature.split():
-        version, _, sig = entry.partition(",")
-        if version != "v1":
-            continue  # another scheme (v1a): not ours to check
-        try:
-            got = base64.b64decode(sig, validate=True)
-        except ValueError:
-            continue
-        for want in wants:
-            ok = hmac.compare_digest(want, got) or ok
-    if not ok:
-        return "webhook-signature does not match"
-    # Checked after the signature, so this means a genuine but stale delivery.
-    if abs(time.time() - int(timestamp)) > TOLERANCE:
-        return f"webhook-timestamp more than {TOLERANCE}s from this clock (a replay, or a clock that is off)"
-    return None
-
-
-def verify_simpleq(raw: bytes, header: str | None) -> bool:
-    """x-simpleq-signature is sha256=<hex HMAC-SHA256 of the raw body>, keyed
-    with the secret's bytes as they are."""
-    if not header or not header.lower().startswith("sha256="):
-        return False
-    got = header[len("sha256="):].strip().lower()
-    ok = False
-    for secret in SECRETS:
-        want = hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
-        ok = hmac.compare_digest(want, got) or ok
-    return ok
+    """None when the delivery is authentic and fresh, otherwise why not
+    (simpleq_verify.verify_delivery, with this worker's settings)."""
+    return simpleq_verify.verify_delivery(raw, headers, SECRETS, TOLERANCE, ALLOW_UNTIMESTAMPED)
 
 
 def parse_retry_after(headers, body: bytes) -> float | None:
