@@ -218,7 +218,21 @@ func compareRun(ctx context.Context, bin, work string, hook *noopWebhook, o opti
 		}
 		ready = append(ready, c)
 	}
-	d, err := startDaemon(ctx, bin, work, "dc", []string{rs.addr}, nil, hook.url, o.concurrency, 1)
+	pprofPort := func() (string, error) {
+		if o.profile == "" {
+			return "", nil
+		}
+		port, err := freePort()
+		if err != nil {
+			return "", err
+		}
+		return "127.0.0.1:" + strconv.Itoa(port), nil
+	}
+	pprof1, err := pprofPort()
+	if err != nil {
+		return err
+	}
+	d, err := startDaemonEnv(ctx, bin, work, "dc", pprof1, []string{rs.addr}, hook.url, o.concurrency)
 	if err != nil {
 		return err
 	}
@@ -235,32 +249,128 @@ func compareRun(ctx context.Context, bin, work string, hook *noopWebhook, o opti
 		}
 	}
 
+	// The products of a round: this simpleqd, the -against build if any,
+	// then the competitors.
+	type product struct {
+		name, process string
+		run           func() (rate, calls, cmds float64, cpu string, err error)
+	}
+	// With -profile, every round of a simpleqd takes a 2 s CPU profile of
+	// its daemon (<profile>.<tag>.<round>.pprof) and, when perf is
+	// installed, of its Redis and daemon (<profile>.<tag>.<round>.perf), so two
+	// builds can be compared function by function in the same phase.
+	simpleqdRun := func(tag, pprofAddr string, rs *redisProc, d *daemonProc, api *apiClient) func() (float64, float64, float64, string, error) {
+		round := 0
+		return func() (float64, float64, float64, string, error) {
+			round++
+			cpu := &cpuSplit{redis: []int{rs.cmd.Process.Pid}, daemons: []int{d.cmd.Process.Pid}}
+			var perf *exec.Cmd
+			if pprofAddr != "" {
+				base := fmt.Sprintf("%s.%s.%d", o.profile, tag, round)
+				cpu.profileAddr, cpu.profilePath = pprofAddr, base+".pprof"
+				if _, err := exec.LookPath("perf"); err == nil {
+					perf = exec.Command("perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-g", "-p", strconv.Itoa(rs.cmd.Process.Pid)+","+strconv.Itoa(d.cmd.Process.Pid),
+						"-o", base+".perf", "--", "sleep", "2")
+				}
+			}
+			// System calls, context switches and CPU of each process over the
+			// whole delivery, for counts per job that do not depend on the
+			// machine's speed (perf stat, stopped by SIGINT after the run).
+			var stats []*exec.Cmd
+			var statFiles []string
+			if pprofAddr != "" && perf != nil {
+				for _, pp := range []struct {
+					name string
+					pid  int
+				}{{"redis", rs.cmd.Process.Pid}, {"daemon", d.cmd.Process.Pid}} {
+					f := fmt.Sprintf("%s.%s.%d.%s.stat", o.profile, tag, round, pp.name)
+					stats = append(stats, exec.Command("perf", "stat", "-x", ",", "-e", "raw_syscalls:sys_enter,context-switches,task-clock",
+						"-p", strconv.Itoa(pp.pid), "-o", f))
+					statFiles = append(statFiles, f)
+				}
+			}
+			// perf starts when the run resumes the queue: deliveryRunUsec
+			// calls cpu.start then, and the profile fetch with it.
+			cpu.onStart = func() {
+				if perf != nil {
+					_ = perf.Start()
+				}
+				for _, c := range stats {
+					_ = c.Start()
+				}
+			}
+			rate, calls, cmds, _, err := deliveryRunUsec(ctx, api, rs, hook, "q0", o.n, payload, cpu, nil)
+			for _, c := range stats {
+				if c.Process != nil {
+					_ = c.Process.Signal(os.Interrupt)
+					_ = c.Wait()
+				}
+			}
+			for i, f := range statFiles {
+				if b, rerr := os.ReadFile(f); rerr == nil {
+					fmt.Fprintf(os.Stderr, "  round %d: %s %s per job:%s\n", round, tag, []string{"redis", "daemon"}[i], perJobStat(string(b), o.n))
+				}
+			}
+			if perr := cpu.profileErr(); err == nil && perr != nil {
+				err = perr
+			}
+			if perf != nil && perf.Process != nil {
+				_ = perf.Wait()
+			}
+			if pprofAddr != "" && err == nil {
+				// The commands behind the run, for a per-command comparison.
+				if info, ierr := rs.client.Info(ctx, "commandstats").Result(); ierr == nil {
+					_ = os.WriteFile(fmt.Sprintf("%s.%s.%d.cmdstats", o.profile, tag, round), []byte(info), 0o644)
+				}
+			}
+			return rate, calls, cmds, cpu.result, err
+		}
+	}
+	products := []product{{"simpleqd", "daemon", simpleqdRun("this", pprof1, rs, d, api)}}
+	if o.against != "" {
+		rs2, err := startRedis(ctx, work, "rc2", false)
+		if err != nil {
+			return err
+		}
+		defer rs2.stop()
+		pprof2, err := pprofPort()
+		if err != nil {
+			return err
+		}
+		d2, err := startDaemonEnv(ctx, o.against, work, "dc2", pprof2, []string{rs2.addr}, hook.url, o.concurrency)
+		if err != nil {
+			return fmt.Errorf("-against %s: %w", o.against, err)
+		}
+		defer d2.stop()
+		api2 := newAPI(d2.url)
+		for range o.warmup {
+			if _, _, _, err := deliveryRun(ctx, api2, rs2, hook, "q0", o.n, payload); err != nil {
+				return err
+			}
+		}
+		products = append(products, product{"simpleqd -against", "daemon", simpleqdRun("against", pprof2, rs2, d2, api2)})
+	}
+	ours := len(products)
+	for _, c := range ready {
+		products = append(products, product{c.name, "worker", func() (float64, float64, float64, string, error) {
+			return competitorRun(ctx, c, rs, hook, o.n, o.concurrency, payloadBytes)
+		}})
+	}
+
 	type tally struct {
 		rates, calls, cmds []float64
 		cpu                []string
 	}
-	results := make([]tally, len(ready)+1) // [0] is simpleqd
+	results := make([]tally, len(products))
 	for round := range rounds {
 		// Rotate the order, so no product always runs right after another.
-		for k := range len(ready) + 1 {
-			i := (round + k) % (len(ready) + 1)
-			var rate, calls, cmds float64
-			var cpuLine string
-			if i == 0 {
-				cpu := &cpuSplit{redis: []int{rs.cmd.Process.Pid}, daemons: []int{d.cmd.Process.Pid}}
-				rate, calls, cmds, _, err = deliveryRunUsec(ctx, api, rs, hook, "q0", o.n, payload, cpu, nil)
-				cpuLine = cpu.result
-			} else {
-				rate, calls, cmds, cpuLine, err = competitorRun(ctx, ready[i-1], rs, hook, o.n, o.concurrency, payloadBytes)
-			}
+		for k := range products {
+			i := (round + k) % len(products)
+			rate, calls, cmds, cpuLine, err := products[i].run()
 			if err != nil {
 				return err
 			}
-			name := "simpleqd"
-			if i > 0 {
-				name = ready[i-1].name
-			}
-			fmt.Fprintf(os.Stderr, "  round %d: %-12s %6.0f deliveries/s\n", round+1, name, rate)
+			fmt.Fprintf(os.Stderr, "  round %d: %-17s %6.0f deliveries/s\n", round+1, products[i].name, rate)
 			t := &results[i]
 			t.rates = append(t.rates, rate)
 			t.calls = append(t.calls, calls)
@@ -268,27 +378,55 @@ func compareRun(ctx context.Context, bin, work string, hook *noopWebhook, o opti
 			t.cpu = append(t.cpu, cpuLine)
 		}
 	}
-	ratios := make([][]float64, len(ready))
-	for r := range rounds {
-		for i := range ready {
-			ratios[i] = append(ratios[i], results[0].rates[r]/results[i+1].rates[r])
-		}
-	}
 	for i, t := range results {
-		name, process := "simpleqd", "daemon"
-		if i > 0 {
-			name, process = ready[i-1].name, "worker"
-		}
+		name, process := products[i].name, products[i].process
 		add(fmt.Sprintf("%s: deliveries/s, N=%d, concurrency %d", name, o.n, o.concurrency), medianOf(append([]float64(nil), t.rates...), "/s"), "")
 		add(fmt.Sprintf("  %s: script calls / commands per delivered job", name), fmt.Sprintf("%.2f / %.1f", median(t.calls), median(t.cmds)), "")
 		add(fmt.Sprintf("  %s: CPU per delivered job: Redis / %s / webhook (last round)", name, process), t.cpu[len(t.cpu)-1], "")
 	}
-	for i, c := range ready {
-		parts := make([]string, len(ratios[i]))
-		for r, x := range ratios[i] {
-			parts[r] = fmt.Sprintf("%.1f", x)
+	for s := range ours {
+		for i := ours; i < len(products); i++ {
+			parts := make([]string, rounds)
+			ratios := make([]float64, rounds)
+			for r := range rounds {
+				ratios[r] = results[s].rates[r] / results[i].rates[r]
+				parts[r] = fmt.Sprintf("%.1f", ratios[r])
+			}
+			add(fmt.Sprintf("%s ÷ %s, same round", products[s].name, products[i].name), fmt.Sprintf("×%.1f (rounds %s)", median(ratios), strings.Join(parts, ", ")), "")
 		}
-		add(fmt.Sprintf("simpleqd ÷ %s, same round", c.name), fmt.Sprintf("×%.1f (rounds %s)", median(append([]float64(nil), ratios[i]...)), strings.Join(parts, ", ")), "")
 	}
 	return nil
+}
+
+// startDaemonEnv is startDaemon for one queue with the pprof listener at
+// pprofAddr when it is not empty.
+func startDaemonEnv(ctx context.Context, bin, work, name, pprofAddr string, addr []string, hookURL string, conc int) (*daemonProc, error) {
+	if pprofAddr != "" {
+		os.Setenv("SIMPLEQD_PPROF_LISTEN", pprofAddr)
+		defer os.Unsetenv("SIMPLEQD_PPROF_LISTEN")
+	}
+	return startDaemon(ctx, bin, work, name, addr, nil, hookURL, conc, 1)
+}
+
+// perJobStat turns perf stat's CSV (value,unit,event,...) into counts per
+// delivered job.
+func perJobStat(csv string, n int) string {
+	var b strings.Builder
+	for _, line := range strings.Split(csv, "\n") {
+		f := strings.Split(line, ",")
+		if len(f) < 3 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		name := f[2]
+		if name == "task-clock" {
+			fmt.Fprintf(&b, " CPU %.1f µs", v*1000/float64(n)) // msec → µs per job
+			continue
+		}
+		fmt.Fprintf(&b, " %s %.2f", name, v/float64(n))
+	}
+	return b.String()
 }

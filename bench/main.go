@@ -54,6 +54,11 @@ type options struct {
 	only        string
 	runs        int
 	warmup      int
+	// against is a second simpleqd binary (another version's build) that
+	// -only compare runs in every round beside this checkout's daemon, on
+	// a Redis of its own: an A/B of two versions in the same phase of the
+	// machine, each with its own ratio to the competitors.
+	against string
 }
 
 func main() {
@@ -67,9 +72,10 @@ func main() {
 	flag.BoolVar(&o.skipCluster, "skip-cluster", false, "skip the Redis Cluster row")
 	flag.BoolVar(&o.skipCompare, "skip-compare", false, "skip the asynq and BullMQ rows (they need Go modules and npm packages)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
-	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the daemon during the 1-daemon delivery run to this file")
+	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the daemon during the 1-daemon delivery run to this file; with -only compare, a path prefix for a daemon profile and a perf record of Redis per simpleqd round")
 	flag.StringVar(&o.only, "only", "", "run only this phase: publish (single, batch, memory) | delivery (publish rows too, and tracing off vs on) | latency (delivery rows too) | claim (claim cost, 1k vs 1M waiting) | backpressure | compare (simpleqd, asynq and BullMQ deliveries, round by round)")
 	flag.IntVar(&o.runs, "runs", 5, "repeat the headline throughput runs this many times and report the median")
+	flag.StringVar(&o.against, "against", "", "with -only compare: a second simpleqd binary (e.g. an older version's build) run in every round beside this one, for an A/B in the same phase of the machine")
 	flag.IntVar(&o.warmup, "warmup", 1, "unmeasured runs before the headline throughput runs (connection pools, goroutines, heap and Redis tables grow to size)")
 	flag.Parse()
 	if o.quick {
@@ -1181,6 +1187,8 @@ type cpuSplit struct {
 	// profile into profilePath.
 	profileAddr, profilePath string
 	profDone                 chan error
+	// onStart, when set, runs as start begins measuring.
+	onStart func()
 }
 
 func (c *cpuSplit) sample() [3]time.Duration {
@@ -1196,6 +1204,9 @@ func (c *cpuSplit) sample() [3]time.Duration {
 }
 
 func (c *cpuSplit) start() {
+	if c.onStart != nil {
+		c.onStart()
+	}
 	if c.profileAddr != "" {
 		c.profDone = make(chan error, 1)
 		go func() { c.profDone <- fetchProfile(context.Background(), c.profileAddr, c.profilePath) }()
