@@ -55,6 +55,8 @@
 --   its reply was lost is answered 2xx again (callback.lua), tp the W3C
 --   traceparent the job was published with (canonical: "00-" 32 hex "-" 16
 --   hex "-" 2 hex) and ts its tracestate, both only when present.
+--   sid the id of the schedule that published the job (schedule.lua), only
+--   when it did.
 -- Layout rules the fast paths rely on: every record starts with
 --   {"c":..,"s":..,"x":..,"st":".." (claim.lua matches it without decoding),
 --   and tp and ts come right after st (package store finds tp with one
@@ -162,6 +164,7 @@ local function encode_meta(m)
   if m.dr then p[#p + 1] = ',"dr":' .. cjson.encode(m.dr) end
   if m.k then p[#p + 1] = ',"k":' .. cjson.encode(m.k) end
   if m.e then p[#p + 1] = ',"e":' .. cjson.encode(m.e) end
+  if m.sid then p[#p + 1] = ',"sid":' .. cjson.encode(m.sid) end -- the schedule that published it (schedule.lua)
   p[#p + 1] = '}'
   return table.concat(p)
 end

@@ -24,10 +24,15 @@ const (
 	Inspect  = "inspect"
 	Control  = "control"
 	Replay   = "replay"
+	// Schedule runs a queue's schedules (create, pause, fire...) on the
+	// queue's slot; SchedIndex is the fleet-wide index of when to look at
+	// which queue (runtime.md §4).
+	Schedule   = "schedule"
+	SchedIndex = "schedindex"
 )
 
 // All lists every script, so start-up can load each one before serving.
-var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay}
+var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, Schedule, SchedIndex}
 
 // Source returns the full source of a script: the shared prelude followed by
 // the script's own body.

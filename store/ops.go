@@ -560,6 +560,8 @@ type meta struct {
 	Ca float64  `json:"ca"`
 	Sc *float64 `json:"sc"`
 	H  int      `json:"h"`
+	// Sid is the schedule that published the job (schedule.lua).
+	Sid *string `json:"sid"`
 }
 
 type histEntry struct {
@@ -636,6 +638,7 @@ func decodeJob(q config.Queue, id string, rec, hist []byte) (*Job, error) {
 		DeferCount: m.D, IdempotencyKey: m.K, Payload: rec[i+1:],
 		ScheduledFor: fromMS(int64(m.S)), ExpiresAt: fromMS(int64(m.X)),
 		LastError: m.E, DeadReason: m.Dr, CreatedAt: fromMS(int64(m.C)), History: []Attempt{},
+		ScheduleID: m.Sid,
 	}
 	if m.Ca > 0 {
 		t := fromMS(int64(m.Ca))

@@ -96,6 +96,8 @@ type Job struct {
 	History        []Attempt
 	CreatedAt      time.Time
 	CompletedAt    *time.Time
+	// ScheduleID names the schedule that published the job (nil: a publish).
+	ScheduleID *string
 }
 
 // CallbackKind is what an ack-mode worker reports.
