@@ -43,6 +43,17 @@ func Parse(expr, timezone string) (*Timing, error) {
 	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
 		return nil, fmt.Errorf("must not name a time zone; use timezone")
 	}
+	if d, ok := strings.CutPrefix(expr, "@every "); ok {
+		// robfig/cron rounds an interval down to whole seconds (and up to
+		// one second): refuse what it would silently change.
+		iv, err := time.ParseDuration(strings.TrimSpace(d))
+		if err != nil {
+			return nil, fmt.Errorf("@every needs a duration such as 30s, 5m or 1h30m: %v", err)
+		}
+		if iv < time.Second || iv%time.Second != 0 {
+			return nil, fmt.Errorf("@every must be a whole number of seconds, at least 1s (got %s)", iv)
+		}
+	}
 	s, err := parser.Parse(expr)
 	if err != nil {
 		return nil, fmt.Errorf("is not a valid cron expression (five fields, six with seconds first, or @every <duration>): %v", err)
@@ -52,9 +63,6 @@ func Parse(expr, timezone string) (*Timing, error) {
 	case *cron.SpecSchedule:
 		x.Location = tz
 	case cron.ConstantDelaySchedule:
-		if x.Delay < time.Second {
-			return nil, fmt.Errorf("@every must be at least 1s")
-		}
 		t.every = x.Delay
 	}
 	return t, nil
