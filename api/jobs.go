@@ -317,6 +317,9 @@ type jobJSON struct {
 	History        []attemptJSON   `json:"history"`
 	CreatedAt      string          `json:"createdAt"`
 	CompletedAt    *string         `json:"completedAt"`
+	// ScheduleID names the schedule that published the job (a simpleqd
+	// addition, present only then: runtime.md §4).
+	ScheduleID *string `json:"scheduleId,omitempty"`
 }
 
 // attemptJSON is one history entry; probe, acked, retryAfter, scope and
@@ -374,5 +377,6 @@ func jobView(j *store.Job) jobJSON {
 		History:        history,
 		CreatedAt:      formatTime(j.CreatedAt),
 		CompletedAt:    formatTimePtr(j.CompletedAt),
+		ScheduleID:     j.ScheduleID,
 	}
 }

@@ -54,6 +54,8 @@ type Options struct {
 	Events *events.Log
 	// Redis is shown by /readyz; nil shows nothing.
 	Redis *RedisMode
+	// Schedules serves /v1/schedules (schedules.go); nil: none.
+	Schedules Schedules
 }
 
 // Server serves the simpleqd HTTP API. It holds no request state; build it
@@ -69,6 +71,8 @@ type Server struct {
 	events   *events.Log
 	// redisMode is Options.Redis, for /readyz.
 	redisMode *RedisMode
+	// schedules is Options.Schedules.
+	schedules Schedules
 
 	// ring caches the hashed keys of the current Options.Auth (keyring.go).
 	ring atomic.Pointer[keyring]
@@ -93,6 +97,7 @@ func New(opts Options) *Server {
 		mux:      &routeMux{ServeMux: http.NewServeMux()},
 
 		redisMode: opts.Redis,
+		schedules: opts.Schedules,
 	}
 	if s.maxBytes <= 0 {
 		s.maxBytes = DefaultMaxPayloadBytes
@@ -127,6 +132,7 @@ func (s *Server) routes() {
 	s.registerQueueRoutes()
 	s.registerAdminRoutes()
 	s.registerEventRoutes()
+	s.registerScheduleRoutes()
 	s.registerOpenAPIRoutes()
 }
 

@@ -140,6 +140,8 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	raw := v.AllSettings()
 	rawQueues, hasQueues := raw["queues"]
 	delete(raw, "queues")
+	// schedules: is read from the YAML document itself (schedules.go).
+	delete(raw, "schedules")
 	// auth.keys is a list of mappings, decoded apart like queues (keys.go).
 	var rawKeys any
 	if auth, ok := raw["auth"].(map[string]any); ok {
@@ -152,6 +154,7 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	if hasQueues {
 		l.decodeQueues(c, rawQueues)
 	}
+	l.decodeSchedules(c, &doc)
 	l.validate(c)
 
 	if len(l.problems) > 0 {

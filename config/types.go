@@ -23,6 +23,8 @@ type Config struct {
 	// Queues maps the queue name (case preserved, as written in the file) to
 	// its resolved settings: Defaults overlaid with the queue's own keys.
 	Queues map[string]Queue
+	// Schedules are the file's schedules (source file), on file queues.
+	Schedules []Schedule
 }
 
 // Redis says where the shared state lives and how to reach it. At most one

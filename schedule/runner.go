@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/cronspec"
 	"github.com/simpleq/simpleqd/store"
 )
 
@@ -62,7 +63,7 @@ type Runner struct {
 	kick chan struct{}
 
 	mu      sync.Mutex
-	timings map[string]*Timing // spec -> parsed, bounded by maxTimings
+	timings map[string]*cronspec.Timing // spec -> parsed, bounded by maxTimings
 	warned  map[string]bool
 }
 
@@ -91,7 +92,7 @@ func New(o Options) *Runner {
 	if o.Wake == nil {
 		o.Wake = func(string) {}
 	}
-	return &Runner{o: o, kick: make(chan struct{}, 1), timings: map[string]*Timing{}, warned: map[string]bool{}}
+	return &Runner{o: o, kick: make(chan struct{}, 1), timings: map[string]*cronspec.Timing{}, warned: map[string]bool{}}
 }
 
 // Kick makes the runner look at the index at once (a schedule changed here).
@@ -242,7 +243,7 @@ func (r *Runner) fireQueue(ctx context.Context, iq store.IndexedQueue) error {
 			}
 			tick, after := tm.Latest(d.Next, now)
 			if after.IsZero() {
-				after = neverMS
+				after = cronspec.NeverMS
 			}
 			fires = append(fires, store.Fire{ID: d.ID, Expected: d.Next, Tick: tick, After: after})
 		}
@@ -276,12 +277,8 @@ func (r *Runner) fireQueue(ctx context.Context, iq store.IndexedQueue) error {
 	return r.o.Store.SettleScheduleIndex(ctx, q.Name, iq.Version, earliest)
 }
 
-// neverMS stands for "no next tick" (a cron that matches no date): far
-// enough never to come, small enough for a millisecond score.
-var neverMS = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
-
 // timing parses a stored spec ("<cron>\t<timezone>"), cached.
-func (r *Runner) timing(spec string) (*Timing, error) {
+func (r *Runner) timing(spec string) (*cronspec.Timing, error) {
 	r.mu.Lock()
 	t, ok := r.timings[spec]
 	r.mu.Unlock()
@@ -289,7 +286,7 @@ func (r *Runner) timing(spec string) (*Timing, error) {
 		return t, nil
 	}
 	expr, tz, _ := strings.Cut(spec, "\t")
-	t, err := Parse(expr, tz)
+	t, err := cronspec.Parse(expr, tz)
 	if err != nil {
 		return nil, err
 	}

@@ -103,7 +103,8 @@ func (s *Store) indexKeys() []string {
 // may bring a tick forward wakes every daemon's scheduler.
 func (s *Store) ScheduleWakeChannel() string { return s.opts.Prefix + ":schedules:wake" }
 
-// NewScheduleID mints an id for a schedule created without one.
+// NewScheduleID mints an id for a schedule created without one: "sch_"
+// and a time-ordered ULID.
 func (s *Store) NewScheduleID() string {
 	id := s.ids.New("")
 	return "sch_" + id[len(idPrefix):len(idPrefix)+ulidChars]

@@ -1,11 +1,8 @@
-// Package schedule turns schedules into jobs (runtime.md §4): it parses
-// their cron expressions and time zones (robfig/cron v3 and the IANA
-// database, not a parser of our own), computes their ticks, and runs the
-// scheduler that fires them. Every firing is one atomic script on the
-// queue's slot (package store, lua/schedule.lua), which checks that the tick
-// is still the schedule's next and due by Redis' clock, so whatever daemons
-// run, crash or restart, each tick publishes exactly one job.
-package schedule
+// Package cronspec parses a schedule's cron expression and time zone and
+// computes its ticks (runtime.md §4), with robfig/cron v3 and the IANA
+// database rather than a parser of our own. It depends on nothing else in
+// simpleqd, so config (file schedules), the API and the scheduler share it.
+package cronspec
 
 import (
 	"fmt"
@@ -127,3 +124,7 @@ func (t *Timing) Latest(next, now time.Time) (tick, after time.Time) {
 	}
 	return tick, t.Next(tick)
 }
+
+// NeverMS stands for "no next tick" (a cron that matches no date): far
+// enough never to come, small enough for a millisecond score.
+var NeverMS = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
