@@ -210,10 +210,10 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// newJob validates one job's members (payload, idempotencyKey, delay). The
-// payload is kept as the exact bytes sent.
+// newJob validates one job's members (payload, idempotencyKey, delay and
+// simpleqd's priority). The payload is kept as the exact bytes sent.
 func (v *validator) newJob(fields map[string]json.RawMessage) store.NewJob {
-	v.onlyFields(fields, "payload", "idempotencyKey", "delay")
+	v.onlyFields(fields, "payload", "idempotencyKey", "delay", "priority")
 	var job store.NewJob
 	raw, present := fields["payload"]
 	switch {
@@ -230,8 +230,15 @@ func (v *validator) newJob(fields map[string]json.RawMessage) store.NewJob {
 	if d, ok := v.number(fields, "delay", false, 0, maxDelaySeconds); ok {
 		job.Delay = seconds(d)
 	}
+	if p, ok := v.optionalInt(fields, "priority", 0, maxPriority); ok {
+		job.Priority = p
+	}
 	return job
 }
+
+// maxPriority is the highest job priority (control.md §2: 0–9, higher
+// first).
+const maxPriority = 9
 
 // handleGetJob is GET /v1/jobs/{id}.
 func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
@@ -320,6 +327,9 @@ type jobJSON struct {
 	// ScheduleID names the schedule that published the job (a simpleqd
 	// addition, present only then: runtime.md §4).
 	ScheduleID *string `json:"scheduleId,omitempty"`
+	// Priority is simpleqd's (control.md §2), always present: 0 when the
+	// publish gave none.
+	Priority int `json:"priority"`
 }
 
 // attemptJSON is one history entry; probe, acked, retryAfter, scope and
@@ -378,5 +388,6 @@ func jobView(j *store.Job) jobJSON {
 		CreatedAt:      formatTime(j.CreatedAt),
 		CompletedAt:    formatTimePtr(j.CompletedAt),
 		ScheduleID:     j.ScheduleID,
+		Priority:       j.Priority,
 	}
 }

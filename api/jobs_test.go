@@ -204,7 +204,11 @@ func TestPublishValidation(t *testing.T) {
 		{"delay over a day", `{"payload":{},"delay":86400.001}`, "delay", "Number must be less than or equal to 86400"},
 		{"delay huge", `{"payload":{},"delay":1e400}`, "delay", "Number must be less than or equal to 86400"},
 		{"delay huge negative", `{"payload":{},"delay":-1e400}`, "delay", "Number must be greater than or equal to 0"},
-		{"unknown field", `{"payload":{},"priority":1}`, "priority", "Unrecognized field"},
+		{"unknown field", `{"payload":{},"colour":1}`, "colour", "Unrecognized field"},
+		{"priority above 9", `{"payload":{},"priority":10}`, "priority", "Number must be less than or equal to 9"},
+		{"priority negative", `{"payload":{},"priority":-1}`, "priority", "Number must be greater than or equal to 0"},
+		{"priority fractional", `{"payload":{},"priority":1.5}`, "priority", "Expected integer, received float"},
+		{"priority a string", `{"payload":{},"priority":"9"}`, "priority", "Expected integer, received string"},
 		{"field name is case-sensitive", `{"payload":{},"Delay":1}`, "Delay", "Unrecognized field"},
 		{"duplicate field", `{"payload":{},"payload":{"a":1}}`, "payload", "Duplicate field"},
 	}

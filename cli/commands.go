@@ -28,6 +28,7 @@ func publishCmd(fs *pflag.FlagSet) func(context.Context, *call) error {
 	payloadFile := fs.String("payload-file", "", "read the payload from FILE (- for stdin)")
 	key := fs.String("idempotency-key", "", "publish at most once per key on this queue")
 	delay := fs.String("delay", "", "seconds before the first delivery (0-86400, fractions allowed)")
+	priority := fs.Int("priority", 0, "0-9: due jobs go highest priority first (simpleqd)")
 	return func(ctx context.Context, c *call) error {
 		var raw []byte
 		switch {
@@ -68,6 +69,12 @@ func publishCmd(fs *pflag.FlagSet) func(context.Context, *call) error {
 				return usagef("--delay must be a number of seconds ≥ 0 (got %q)", *delay)
 			}
 			body.WriteString(`,"delay":` + strconv.FormatFloat(d, 'f', -1, 64))
+		}
+		if flagGiven(fs, "priority") {
+			if *priority < 0 || *priority > 9 {
+				return usagef("--priority must be 0-9 (got %d)", *priority)
+			}
+			body.WriteString(`,"priority":` + strconv.Itoa(*priority))
 		}
 		body.WriteString("}")
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -24,6 +25,10 @@ type PublishOptions struct {
 	// Delay postpones the first delivery (0 to 24 h, millisecond precision
 	// on the daemon).
 	Delay time.Duration
+	// Priority, 0 (default) to 9, is simpleqd's: due jobs are delivered
+	// highest priority first, and retries and defers keep it. SimpleQ's
+	// hosted service does not know it.
+	Priority int
 }
 
 // PublishResult is the answer to a publish.
@@ -52,6 +57,8 @@ type BatchJob struct {
 	IdempotencyKey string
 	// Delay is as in PublishOptions.
 	Delay time.Duration
+	// Priority is as in PublishOptions.
+	Priority int
 }
 
 // Publish adds one job to queue. payload must encode to a JSON object; a
@@ -73,7 +80,7 @@ func (c *Client) Publish(ctx context.Context, queue string, payload any, opts *P
 	if key == "" {
 		key, generated = c.newKey(), true
 	}
-	body := jobBody(raw, key, o.Delay)
+	body := jobBody(raw, key, o.Delay, o.Priority)
 	req := request{method: http.MethodPost, path: "/v1/queues/" + seg(queue) + "/jobs", body: body}
 	ans, err := c.do(ctx, req)
 	if err != nil {
@@ -112,7 +119,7 @@ func (c *Client) PublishBatch(ctx context.Context, queue string, jobs []BatchJob
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		buf.Write(jobBody(raw, keys[i], j.Delay))
+		buf.Write(jobBody(raw, keys[i], j.Delay, j.Priority))
 	}
 	buf.WriteString(`]}`)
 	req := request{method: http.MethodPost, path: "/v1/queues/" + seg(queue) + "/jobs/batch", body: buf.Bytes()}
@@ -282,9 +289,10 @@ func rawPayload(b []byte) (json.RawMessage, error) {
 	return bytes.TrimSpace(b), nil
 }
 
-// jobBody renders {"payload":…,"idempotencyKey":…,"delay":…} with the
-// payload spliced in as given.
-func jobBody(payload json.RawMessage, key string, delay time.Duration) []byte {
+// jobBody renders {"payload":…,"idempotencyKey":…,"delay":…,"priority":…}
+// with the payload spliced in as given; a zero priority is left out, so a
+// publish without one is exactly SimpleQ's.
+func jobBody(payload json.RawMessage, key string, delay time.Duration, priority int) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"payload":`)
 	b.Write(payload)
@@ -296,6 +304,10 @@ func jobBody(payload json.RawMessage, key string, delay time.Duration) []byte {
 	if delay != 0 { // a negative delay is the daemon's to refuse (*ValidationError)
 		b.WriteString(`,"delay":`)
 		b.WriteString(string(durationToSeconds(delay.Round(time.Millisecond))))
+	}
+	if priority != 0 { // out of 0..9 is the daemon's to refuse (*ValidationError)
+		b.WriteString(`,"priority":`)
+		b.WriteString(strconv.Itoa(priority))
 	}
 	b.WriteByte('}')
 	return b.Bytes()

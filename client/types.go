@@ -116,6 +116,9 @@ type Job struct {
 	CreatedAt time.Time
 	// CompletedAt is when the job became completed or dead (nil before).
 	CompletedAt *time.Time
+	// Priority is simpleqd's job priority, 0 to 9 (0 from SimpleQ's
+	// hosted service, which has none).
+	Priority int
 }
 
 // Attempt is one history entry: a delivery outcome or a callback.
@@ -209,6 +212,7 @@ type jobWire struct {
 	History        []Attempt       `json:"history"`
 	CreatedAt      time.Time       `json:"createdAt"`
 	CompletedAt    *time.Time      `json:"completedAt"`
+	Priority       int             `json:"priority"`
 }
 
 type attemptWire struct {
@@ -266,6 +270,7 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 		DeferCount: w.DeferCount, IdempotencyKey: str(w.IdempotencyKey), Payload: w.Payload,
 		ScheduledFor: w.ScheduledFor, ExpiresAt: w.ExpiresAt, LastError: str(w.LastError),
 		DeadReason: str(w.DeadReason), History: w.History, CreatedAt: w.CreatedAt, CompletedAt: w.CompletedAt,
+		Priority: w.Priority,
 	}
 	if j.History == nil {
 		j.History = []Attempt{}

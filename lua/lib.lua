@@ -56,7 +56,8 @@
 --   traceparent the job was published with (canonical: "00-" 32 hex "-" 16
 --   hex "-" 2 hex) and ts its tracestate, both only when present.
 --   sid the id of the schedule that published the job (schedule.lua), only
---   when it did.
+--   when it did. rk its replace key (control.md §3), only when given. pri its priority 1..9 (control.md §2; absent: 0), right
+--   after tp and ts; it also shapes the job's K_WAITING score (wait_score).
 -- Layout rules the fast paths rely on: every record starts with
 --   {"c":..,"s":..,"x":..,"st":".." (claim.lua matches it without decoding),
 --   and tp and ts come right after st (package store finds tp with one
@@ -152,6 +153,7 @@ end
 local function encode_meta(m)
   local p = { fmt('{"c":%d,"s":%d,"x":%d,"st":"%s"', m.c, m.s, m.x, m.st) }
   if m.tp then p[#p + 1] = trace_members(m.tp, m.ts) end
+  if m.pri then p[#p + 1] = fmt(',"pri":%d', m.pri) end
   if m.a ~= 0 then p[#p + 1] = fmt(',"a":%d', m.a) end
   if m.d ~= 0 then p[#p + 1] = fmt(',"d":%d', m.d) end
   if m.o then p[#p + 1] = fmt(',"o":%d', m.o) end
@@ -302,7 +304,33 @@ local function to_dead(id, m, payload, now, reason)
   return 'DEAD', reason
 end
 
--- Back to waiting (not in flight any more), due at `due`.
+-- Priority (control.md §2). Every level shares K_WAITING: a job of priority
+-- p (1..9) waits at score due - (10 - p) * PRIO_SPAN, so level 9 fills
+-- [-SPAN, 0), level 8 [-2 SPAN, -SPAN) … level 1 [-9 SPAN, -8 SPAN), and
+-- priority 0 keeps its plain due time. One sorted set keeps counts, the
+-- lifetime index and removal by id as they were; a queue that never sees a
+-- priority pays nothing (claim_jobs' first range finds no negative score),
+-- and one that does pays two range reads per level present, at most nine:
+-- O(log n) whatever the backlog. SPAN, 2^43 ms, lies past any due time
+-- (year 2248), and every score stays an exact double (|score| < 2^47).
+local PRIO_SPAN = 8796093022208
+
+-- The K_WAITING score of a job due at `due` with priority pri (a number or
+-- a string; nil or 0: none), formatted once for ZADD.
+local function wait_score(due, pri)
+  pri = tonumber(pri) or 0
+  if pri <= 0 then return fmt('%d', due) end
+  return fmt('%d', tonumber(due) - (10 - pri) * PRIO_SPAN)
+end
+
+-- The due time of a K_WAITING score (a number).
+local function wait_due(s)
+  if s >= 0 then return s end
+  return s + math.ceil(-s / PRIO_SPAN) * PRIO_SPAN
+end
+
+-- Back to waiting (not in flight any more), due at `due`; a retry or a
+-- defer keeps the job's priority.
 local function to_waiting(id, m, payload, due)
   if m.a == 0 and m.d == 0 then
     m.st = 'p'
@@ -311,7 +339,7 @@ local function to_waiting(id, m, payload, due)
     m.st = 'r'
   end
   save(id, m, payload)
-  redis.call('ZADD', K_WAITING, due, id)
+  redis.call('ZADD', K_WAITING, wait_score(due, m.pri), id)
   redis.call('ZADD', K_LIFETIMES, m.x, id)
 end
 
@@ -528,6 +556,46 @@ local function maintain(now)
   return next_due
 end
 
+-- Up to max due jobs ({id, score, ...} as ZRANGEBYSCORE WITHSCORES answers),
+-- highest priority first, then by due time within a level; walks only the
+-- levels that hold a job.
+local function due_by_priority(now, max)
+  local due, below = {}, '(0'
+  while #due < max * 2 do
+    local top = redis.call('ZREVRANGEBYSCORE', K_WAITING, below, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if not top[2] then break end
+    local base = -math.ceil(-tonumber(top[2]) / PRIO_SPAN) * PRIO_SPAN
+    local got = redis.call('ZRANGEBYSCORE', K_WAITING, fmt('%d', base), fmt('%d', base + now),
+      'WITHSCORES', 'LIMIT', 0, max - #due / 2)
+    for _, v in ipairs(got) do due[#due + 1] = v end
+    below = '(' .. fmt('%d', base)
+  end
+  if #due < max * 2 then
+    local got = redis.call('ZRANGEBYSCORE', K_WAITING, 0, now, 'WITHSCORES', 'LIMIT', 0, max - #due / 2)
+    for _, v in ipairs(got) do due[#due + 1] = v end
+  end
+  return due
+end
+
+-- The earliest due time of any waiting job, whatever its priority (nil:
+-- none waits): the first score of each level present, and of priority 0.
+local function next_wait_due()
+  local first = redis.call('ZRANGE', K_WAITING, 0, 0, 'WITHSCORES')
+  if not first[2] then return nil end
+  local s = tonumber(first[2])
+  local best = nil
+  while s < 0 do
+    local d = wait_due(s)
+    if best == nil or d < best then best = d end
+    local base = -math.ceil(-s / PRIO_SPAN) * PRIO_SPAN
+    local nxt = redis.call('ZRANGEBYSCORE', K_WAITING, fmt('%d', base + PRIO_SPAN), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if not nxt[2] then return best end
+    s = tonumber(nxt[2])
+  end
+  if best == nil or s < best then best = s end
+  return best
+end
+
 -- claim_jobs is claim.lua's whole logic, shared with settle.lua (which claims
 -- replacements for the slots its outcomes freed in the same call). See
 -- claim.lua's header for arguments and reply. skip_housekeeping leaves out
@@ -604,16 +672,22 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
   end
 
   local due = redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', now, 'WITHSCORES', 'LIMIT', 0, max)
+  -- A negative first score: jobs with a priority wait (every one of them
+  -- scores below 0, so the range above starts with them): take the due
+  -- jobs level by level, highest first, then priority 0 (wait_score).
+  if due[2] and tonumber(due[2]) < 0 then due = due_by_priority(now, max) end
   if #due == 0 then
-    local first = redis.call('ZRANGE', K_WAITING, 0, 0, 'WITHSCORES')
-    if first[2] then earlier(tonumber(first[2])) end
+    local first = next_wait_due()
+    if first then earlier(first) end
     return reply('EMPTY')
   end
 
   local ids, scores = {}, {}
   for i = 1, #due, 2 do
     ids[#ids + 1] = due[i]
-    scores[#scores + 1] = due[i + 1]
+    -- The token carries the due time, not the score: a release or defer
+    -- puts the job back by to_waiting, which scores it by its priority.
+    scores[#scores + 1] = fmt('%d', wait_due(tonumber(due[i + 1])))
   end
   redis.call('ZREM', K_WAITING, unpack(ids))
   local recs = redis.call('HMGET', K_JOBS, unpack(ids))

@@ -2,8 +2,11 @@
 --
 -- KEYS: the queue keys of lib.lua.
 -- ARGV[1..19]: queue parameters (lib.lua).
--- ARGV[20]: n, the number of jobs; then per job 4 values:
---   id, idempotency key ("" for none), delay ms, raw payload bytes;
+-- ARGV[20]: n, the number of jobs; then per job 6 values:
+--   id, idempotency key ("" for none), delay ms, priority ("0".."9",
+--   control.md §2: stored as pri when not 0, and in the job's K_WAITING
+--   score, lib.lua wait_score), replace key ("" for none; control.md §3),
+--   raw payload bytes;
 --   then, for each job published with a W3C trace context (none: nothing
 --   more), 3 values: the job's index (1..n), its traceparent (canonical, as
 --   package tracing writes it) and tracestate ("" for none). Kept at the
@@ -21,15 +24,16 @@
 -- The common answer is one empty string per job, cheap to build and send.
 local now = now_ms()
 local n = tonumber(ARGV[ARG0 + 1])
+local STRIDE = 6 -- values per job
 local ids, keys = {}, {}
 for i = 1, n do
-  local b = ARG0 + 2 + (i - 1) * 4
+  local b = ARG0 + 2 + (i - 1) * STRIDE
   ids[i], keys[i] = ARGV[b], ARGV[b + 1]
 end
 -- Trace members per job index; a traceparent of another shape is left out
 -- rather than written into the record's JSON unchecked.
 local traced = {}
-for b = ARG0 + 2 + n * 4, #ARGV - 2, 3 do
+for b = ARG0 + 2 + n * STRIDE, #ARGV - 2, 3 do
   local tp = ARGV[b + 1]
   if string.find(tp, '^%x%x%-%x+%-%x+%-%x%x$') then
     traced[tonumber(ARGV[b])] = trace_members(tp, ARGV[b + 2])
@@ -65,7 +69,7 @@ local plain = fmt('{"c":%s,"s":%s,"x":%s,"st":"p"', now_s, now_s, plain_x)
 local plain_rec = plain .. '}\n'
 
 for i = 1, n do
-  local b = ARG0 + 2 + (i - 1) * 4
+  local b = ARG0 + 2 + (i - 1) * STRIDE
   local id, key = ids[i], keys[i]
   local dup = nil
   if stored[i] then
@@ -92,6 +96,8 @@ for i = 1, n do
     local delay, due_s, x_s, rec = ARGV[b + 2], now_s, plain_x, nil
     local meta = plain
     local tr = traced[i] or ''
+    local pri = ARGV[b + 3]
+    if pri ~= '0' and pri ~= '' then tr = tr .. ',"pri":' .. fmt('%d', tonumber(pri)) end
     if delay ~= '0' then
       local due = now + tonumber(delay)
       due_s = fmt('%d', due)
@@ -99,20 +105,20 @@ for i = 1, n do
       meta = fmt('{"c":%s,"s":%s,"x":%s,"st":"p"', now_s, due_s, x_s)
     end
     if key ~= '' then
-      rec = meta .. tr .. ',"k":' .. cjson.encode(key) .. '}\n' .. ARGV[b + 3]
+      rec = meta .. tr .. ',"k":' .. cjson.encode(key) .. '}\n' .. ARGV[b + 5]
       idem[#idem + 1] = key
       idem[#idem + 1] = id
       known[key] = id
       fresh[id] = true
     elseif meta == plain and tr == '' then
-      rec = plain_rec .. ARGV[b + 3]
+      rec = plain_rec .. ARGV[b + 5]
     else
-      rec = meta .. tr .. '}\n' .. ARGV[b + 3]
+      rec = meta .. tr .. '}\n' .. ARGV[b + 5]
     end
     local h = #hset
     hset[h + 1] = id
     hset[h + 2] = rec
-    zadd[h + 1] = due_s
+    zadd[h + 1] = (pri ~= '0' and pri ~= '') and wait_score(due_s, pri) or due_s
     zadd[h + 2] = id
     life[h + 1] = x_s
     life[h + 2] = id

@@ -36,13 +36,13 @@ func (s *Store) Publish(ctx context.Context, q config.Queue, jobs []NewJob) ([]P
 		}
 		return out, nil
 	}
-	args := s.params(q, 1+4*len(jobs))
+	args := s.params(q, 1+6*len(jobs))
 	args = append(args, len(jobs))
 	ids := make([]string, len(jobs))
 	traced := 0
 	for i, j := range jobs {
 		ids[i] = s.NewID(q.Name)
-		args = append(args, ids[i], j.IdempotencyKey, ms(j.Delay), []byte(j.Payload))
+		args = append(args, ids[i], j.IdempotencyKey, ms(j.Delay), j.Priority, j.ReplaceKey, []byte(j.Payload))
 		if j.TraceParent != "" {
 			traced++
 		}
@@ -562,6 +562,8 @@ type meta struct {
 	H  int      `json:"h"`
 	// Sid is the schedule that published the job (schedule.lua).
 	Sid *string `json:"sid"`
+	// Pri is the job's priority (lib.lua wait_score; absent: 0).
+	Pri int `json:"pri"`
 }
 
 type histEntry struct {
@@ -638,7 +640,7 @@ func decodeJob(q config.Queue, id string, rec, hist []byte) (*Job, error) {
 		DeferCount: m.D, IdempotencyKey: m.K, Payload: rec[i+1:],
 		ScheduledFor: fromMS(int64(m.S)), ExpiresAt: fromMS(int64(m.X)),
 		LastError: m.E, DeadReason: m.Dr, CreatedAt: fromMS(int64(m.C)), History: []Attempt{},
-		ScheduleID: m.Sid,
+		ScheduleID: m.Sid, Priority: m.Pri,
 	}
 	if m.Ca > 0 {
 		t := fromMS(int64(m.Ca))

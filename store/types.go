@@ -51,6 +51,13 @@ type NewJob struct {
 	// and however late, is a span in the publisher's trace.
 	TraceParent string
 	TraceState  string
+	// Priority, 0 to 9 (higher first; control.md §2), orders the queue's
+	// due jobs; retries and defers keep it.
+	Priority int
+	// ReplaceKey, when not empty, names the job's "latest state" slot
+	// (control.md §3): a later publish with the same key replaces this
+	// job's payload while it has never been delivered.
+	ReplaceKey string
 }
 
 // Published is the result of publishing one job.
@@ -98,6 +105,8 @@ type Job struct {
 	CompletedAt    *time.Time
 	// ScheduleID names the schedule that published the job (nil: a publish).
 	ScheduleID *string
+	// Priority is the job's priority, 0 to 9 (control.md §2).
+	Priority int
 }
 
 // CallbackKind is what an ack-mode worker reports.
