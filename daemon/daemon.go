@@ -62,6 +62,8 @@ type Daemon struct {
 	// events is this daemon's in-memory timeline of recent queue events
 	// (GET /v1/queues/{queue}/events, the console's timeline).
 	events *events.Log
+	// sched fires schedules and syncs the file's (schedules.go).
+	sched daemonSchedules
 	// tracing exports delivery spans over OTLP/HTTP (nil: tracing off);
 	// Run flushes it once the dispatcher has stopped.
 	tracing *tracing.Provider
@@ -118,6 +120,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 	})
 	d.bus = wakeup.New(rdb, cfg.Redis.Prefix+":wake", d.disp.Wake, log)
 	d.disp.SetBroadcast(d.bus)
+	d.initSchedules(cfg)
 	d.disp.SetQueues(cfg.Queues)
 	return d, nil
 }
@@ -182,6 +185,7 @@ func (d *Daemon) Reload(cfg *config.Config) {
 	}
 	d.metrics.InitQueues(cfg.QueueNames())
 	d.disp.SetQueues(cfg.Queues)
+	d.reloadSchedules(cfg)
 	// package reload logs what changed at info; this line only confirms.
 	d.log.Debug("configuration applied", zap.Int("queues", len(cfg.Queues)))
 }
@@ -219,6 +223,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return err
 		}
 		d.ready.Store(true)
+		d.startSchedules(gctx)
 		go func() { _ = d.bus.Run(gctx, d.disp.WakeAll) }()
 		return d.disp.Run(gctx)
 	})
@@ -364,6 +369,7 @@ func (d *Daemon) handler() http.Handler {
 		Logger:                d.log.Named("api"),
 		Events:                d.events,
 		Redis:                 readyzMode(d.cfg.Load().Redis),
+		Schedules:             d.sched.svc,
 	})
 	// /metrics sits beside the API rather than inside it: it needs no key
 	// (api.md) and is Prometheus text, not the API's JSON.
