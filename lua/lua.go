@@ -24,6 +24,11 @@ const (
 	Inspect  = "inspect"
 	Control  = "control"
 	Replay   = "replay"
+	// QueueDef, QueueDrop and Registry manage queues created over the API
+	// (runtime.md §1).
+	QueueDef  = "queuedef"
+	QueueDrop = "queuedrop"
+	Registry  = "registry"
 	// Schedule runs a queue's schedules (create, pause, fire...) on the
 	// queue's slot; SchedIndex is the fleet-wide index of when to look at
 	// which queue (runtime.md §4).
@@ -32,7 +37,7 @@ const (
 )
 
 // All lists every script, so start-up can load each one before serving.
-var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, Schedule, SchedIndex}
+var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, QueueDef, QueueDrop, Registry, Schedule, SchedIndex}
 
 // Source returns the full source of a script: the shared prelude followed by
 // the script's own body.
