@@ -49,8 +49,7 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	requireError(t, w, http.StatusMethodNotAllowed, "Method not allowed")
 	require.Contains(t, w.Header().Get("Allow"), "POST")
 
-	// (DELETE /v1/queues/{queue} is a route: queues over the API.)
-	w = h.do(t, req{method: http.MethodDelete, path: "/v1/queues/emails/jobs"})
+	w = h.do(t, req{method: http.MethodDelete, path: "/v1/queues/emails"})
 	requireError(t, w, http.StatusMethodNotAllowed, "Method not allowed")
 }
 

@@ -61,11 +61,12 @@ var routeAccess = map[string]access{
 	"POST /v1/queues/{queue}/dead/replay": {config.RoleAdmin, fromQueue},
 	"POST /v1/queues/{queue}/pause":       {config.RoleAdmin, fromQueue},
 	"POST /v1/queues/{queue}/resume":      {config.RoleAdmin, fromQueue},
-	// Queues over the API (queuewrite.go): creating, changing and deleting
-	// a queue is the admin's, inside its reach.
-	"PUT /v1/queues/{queue}":    {config.RoleAdmin, fromQueue},
-	"PATCH /v1/queues/{queue}":  {config.RoleAdmin, fromQueue},
-	"DELETE /v1/queues/{queue}": {config.RoleAdmin, fromQueue},
+	// Cancel (control.md §1) is the admin's, one job as well as in bulk:
+	// it destroys work another publisher may have sent to the queue, and a
+	// publisher that wants a job gone before delivery has replaceKey and
+	// delay. docs/control.md says so.
+	"POST /v1/jobs/{id}/cancel":      {config.RoleAdmin, fromJob},
+	"POST /v1/queues/{queue}/cancel": {config.RoleAdmin, fromQueue},
 	// Schedules are the admin's (runtime.md §3). The queue is in the body,
 	// the query or behind the schedule id: the handlers check the reach
 	// (schedules.go), with the same 403 for a missing schedule.

@@ -57,6 +57,10 @@ type Deliverer struct {
 	cut   bool // after a shutdown cut, nothing new is dialled
 	abort sync.Once
 
+	// aborts are the deliveries under way, by lease token, so that a job
+	// cancelled in flight can have its request aborted (abort.go).
+	aborts *abortRegistry
+
 	// macs keeps keyed HMAC states per signing secret (a *sync.Pool of
 	// hash.Hash each): keying an HMAC hashes two blocks and allocates, a
 	// cost every delivery would otherwise pay. stdMacs does the same for
@@ -164,7 +168,7 @@ func NewDeliverer(userAgent string) *Deliverer {
 // newDeliverer is NewDeliverer with the pool's idle timeout as a parameter,
 // so tests can scale it down against a webhook's short keep-alive.
 func newDeliverer(userAgent string, idle time.Duration) *Deliverer {
-	d := &Deliverer{userAgent: userAgent, conns: map[net.Conn]struct{}{}}
+	d := &Deliverer{userAgent: userAgent, conns: map[net.Conn]struct{}{}, aborts: newAbortRegistry()}
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	d.client = d.newClient(idle, func(addr string) (net.Conn, error) { return dialer.Dial("tcp", addr) })
 	// Checked (API) queues dial through the guard: resolved and checked at
@@ -179,6 +183,8 @@ func newDeliverer(userAgent string, idle time.Duration) *Deliverer {
 // newClient returns a webhook client whose connections dial makes.
 func (d *Deliverer) newClient(idle time.Duration, dial func(addr string) (net.Conn, error)) *fasthttp.Client {
 	return &fasthttp.Client{
+		// Deliveries are abortable by lease token (abort.go).
+		Transport: &abortTransport{reg: d.aborts},
 		Dial: func(addr string) (net.Conn, error) {
 			c, err := dial(addr)
 			if err != nil {
@@ -299,12 +305,24 @@ func (d *Deliverer) deliver(ctx context.Context, q config.Queue, j store.Claimed
 	setTraceHeaders(&req.Header, sp, j)
 	req.SetBodyRaw(body)
 
-	err := d.clientFor(q).DoTimeout(req, resp, q.Timeout)
+	// The request is abortable by its lease token while it runs (abort.go).
+	h := d.aborts.add(req, j.Token, q.Timeout)
+	var err error
+	if h == nil {
+		err = errAborted // cancelled before it went out: nothing is sent
+	} else {
+		err = d.clientFor(q).DoTimeout(req, resp, q.Timeout)
+		d.aborts.remove(req, j.Token)
+	}
 	sp.answered()
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
 			out.Kind = store.OutcomeRelease
+		case h == nil || h.detach():
+			// Cancelled (control.md §1): the outcome is STALE whatever it
+			// says; its settle frees the slot the delivery kept.
+			out.Kind, out.Error = store.OutcomeFail, "aborted: the job was cancelled"
 		case errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, fasthttp.ErrDialTimeout) || isTimeout(err):
 			out.Kind, out.Error = store.OutcomeFail, fmt.Sprintf("timeout after %s", q.Timeout)
 		default:

@@ -7,9 +7,11 @@
 --          waiting, pending, inflight, awaiting, dead}.
 local now = now_ms()
 local st = redis.call('HMGET', K_STATE, 'paused', 'pause_reason', 'hold', 'hold_until',
-  'probe_job', 'reason', 'n_pending', 'n_awaiting')
+  'probe_job', 'reason', 'n_pending', 'n_awaiting', 'n_cslots')
 return {
   now, st[1] or '0', st[2] or '', st[3] or '0', st[4] or '0', st[5] or '', st[6] or '',
-  redis.call('ZCARD', K_WAITING), st[7] or '0', in_flight(), st[8] or '0',
+  redis.call('ZCARD', K_WAITING), st[7] or '0',
+  -- Slots of cancelled deliveries still running are no job's (lib.lua, cancel).
+  in_flight() - (tonumber(st[9]) or 0), st[8] or '0',
   redis.call('ZCARD', K_DEAD),
 }

@@ -6,13 +6,12 @@
 --                              so FIFO order and "next due" are one ZRANGE.
 --   K_INFLIGHT  KEYS[2]  ZSET  job id -> lease deadline (ms): in flight or awaiting ack.
 --                              Plus PLACEHOLDER (score +inf), see below.
+--                              Plus, per delivery of a job cancelled in flight,
+--                              CANCELLED_SLOT .. token until it ends (the end).
 --   K_JOBS      KEYS[3]  HASH  job id -> meta JSON .. "\n" .. raw payload bytes.
 --   K_HIST      KEYS[4]  HASH  job id -> history entries, JSON objects joined by ",".
 --   K_STATE     KEYS[5]  HASH  queue state: hold, hold_until, probe_job, reason,
---                              paused, pause_reason, n_pending, n_awaiting;
---                              for a queue created over the API, the limits
---                              it set: lim_conc, lim_rmax, lim_rwin (ms),
---                              which override ARGV 2-4 (queuedef.lua).
+--                              paused, pause_reason, n_pending, n_awaiting.
 --   K_LIFETIMES KEYS[6]  ZSET  job id -> end of its delivery lifetime (ms), for
 --                              every waiting job (states p and r). Each job
 --                              keeps its own end (x): a reload that changes
@@ -170,6 +169,7 @@ local function encode_meta(m)
   if m.k then p[#p + 1] = ',"k":' .. cjson.encode(m.k) end
   if m.e then p[#p + 1] = ',"e":' .. cjson.encode(m.e) end
   if m.sid then p[#p + 1] = ',"sid":' .. cjson.encode(m.sid) end -- the schedule that published it (schedule.lua)
+  if m.rk then p[#p + 1] = ',"rk":' .. cjson.encode(m.rk) end -- its replace key (publish.lua, control.md §3)
   p[#p + 1] = '}'
   return table.concat(p)
 end
@@ -510,6 +510,9 @@ local function maintain(now)
       local m, payload = load(id)
       if not m then
         redis.call('ZREM', K_INFLIGHT, id)
+        -- The slot of a delivery cancelled in flight whose daemon never
+        -- settled it (CANCELLED_SLOT, at the end of this file).
+        if string.sub(id, 1, 11) == '~cancelled|' then redis.call('HINCRBY', K_STATE, 'n_cslots', -1) end
       elseif m.st == 'w' then
         -- The webhook did answer (its 2xx is m.sc); the worker never reported.
         local w, d
@@ -548,6 +551,11 @@ local function maintain(now)
       local m = load(id)
       if m and m.k and redis.call('HGET', K_IDEM, m.k) == id then
         redis.call('HDEL', K_IDEM, m.k)
+      end
+      -- A replace key's entry (REPLACE_FIELD .. rk, see the cancel block
+      -- at the end) still naming this job goes with it.
+      if m and m.rk and redis.call('HGET', K_IDEM, '\255r' .. m.rk) == id then
+        redis.call('HDEL', K_IDEM, '\255r' .. m.rk)
       end
       redis.call('HDEL', K_JOBS, id)
       redis.call('HDEL', K_HIST, id)
@@ -633,13 +641,8 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
   -- slot of the caller is busy. Its own freed slot wakes it for the rest.
   if max <= 0 then return reply('BUSY') end
 
-  local st = redis.call('HMGET', K_STATE, 'paused', 'hold', 'hold_until', 'probe_job', 'lim_conc', 'lim_rmax', 'lim_rwin')
+  local st = redis.call('HMGET', K_STATE, 'paused', 'hold', 'hold_until', 'probe_job')
   if st[1] == '1' then return reply('PAUSED') end
-  -- Limits set over the API (queuedef.lua) are the fleet's one truth: a
-  -- daemon whose copy of the queue is a moment old still claims under them.
-  if st[5] then P.concurrency = tonumber(st[5]) end
-  if st[6] then P.rate_max = tonumber(st[6]) end
-  if st[7] then P.rate_window = tonumber(st[7]) end
 
   local probing = false
   if st[2] == '1' then
@@ -837,149 +840,70 @@ local function call_replay(n, prefix)
   return out
 end
 
--- Fleet-wide statistics (docs/control.md "Statistics"): per queue, counters
--- in one-minute buckets on Redis' clock, in one hash (KEY_STATS, passed by
--- claim, settle and callback as their last key) with fields
--- "<minute>:<counter>" (minute = floor(ms / 60000)), plus
---   cur    the latest minute written;
---   mins   the minutes that have buckets, ascending, comma-joined;
---   holds  hold windows asked for, "<from ms>-<until ms>" comma-joined.
--- Counters: ok (deliveries that succeeded: a standard 2xx or an ack), fail
--- (failed: the webhook's answer or its absence, a nack), lost (leases that
--- expired, ack timeouts), defer (backpressure: 429/503/529 or a defer
--- callback), r429 (of those, HTTP 429), start (deliveries started), probe
--- (probes started), hold (holds asked for: queue-scope defers and breaker
--- trips), dead (jobs that died here). A script counts what it did in a
--- table and calls stats_flush once at its end: one HINCRBY per counter that
--- is not zero, never one per job. The first write to a new minute (an
--- HINCRBY answering its own increment) rolls the buckets over: minutes
--- older than STATS_MINUTES go (HDEL), and the key expires an hour after
--- the retention when nothing writes, so memory stays bounded per queue.
-local STATS_MINUTES = 1440
-local STATS_COUNTERS = { 'ok', 'fail', 'lost', 'defer', 'r429', 'start', 'probe', 'hold', 'dead' }
+-- Cancel and replace (control.md §1 and §3; cancel.lua, publish.lua).
+--
+-- A job cancelled in flight is dead at once, but its delivery's slot stays
+-- taken until the request has ended: K_INFLIGHT keeps, in the job's place,
+-- the member CANCELLED_SLOT .. <the delivery's lease token> at the lease's
+-- deadline. in_flight() counts it against concurrency; the job's own lease
+-- (K_LEASES) is gone, so the daemon's late outcome is STALE, and settle's
+-- STALE answer removes the member (free_cancelled_slot). A daemon that dies
+-- meanwhile leaves it to maintain, which drops it at the lease's deadline
+-- like any member that names no job. Members of K_INFLIGHT that start with
+-- "~" are never jobs. K_STATE n_cslots counts these members, so that the
+-- queue's counts (inspect.lua) leave them out of "processing".
+local CANCELLED_SLOT = '~cancelled|'
 
--- Counts a claim_jobs reply (claim.lua, settle.lua's refill) into c.
-local function stats_claim(c, r)
-  if not r then return end
-  local n = tonumber(r[3]) or 0
-  for i = 4, 3 + 4 * n, 4 do
-    if r[i] == 'lifetime' then
-      c.dead = (c.dead or 0) + 1
-    else -- lease_expired, ack_timeout
-      c.lost = (c.lost or 0) + 1
-      if r[i + 2] == 'DEAD' then c.dead = (c.dead or 0) + 1 end
-    end
-  end
-  if r[1] == 'CLAIMED' then
-    local first = 4 + 4 * n
-    c.start = (c.start or 0) + (#r - first + 1) / 4
-    for i = first + 2, #r, 4 do
-      if r[i] == '1' then c.probe = (c.probe or 0) + 1 end
-    end
+local function free_cancelled_slot(token)
+  if token and token ~= '' and redis.call('ZREM', K_INFLIGHT, CANCELLED_SLOT .. token) == 1 then
+    redis.call('HINCRBY', K_STATE, 'n_cslots', -1)
   end
 end
 
--- Notes a hold asked for at now until `release` (ms) into c.
-local function stats_hold(c, now, release)
-  c.hold = (c.hold or 0) + 1
-  if not c.hold_until or release > c.hold_until then c.hold_until = release end
-  c.hold_from = c.hold_from or now
+-- A replace key's pending job lives in K_IDEM under REPLACE_FIELD .. key:
+-- byte 255 never occurs in UTF-8, so no idempotency key (always valid
+-- UTF-8: the API decodes it from JSON) can collide with it.
+local REPLACE_FIELD = '\255r'
+
+-- Cancels one job that is not terminal: dead / cancelled with lastError
+-- err, out of every place it was. Returns the API status it had
+-- ("pending", "processing", "awaiting_ack") and its delivery's lease token
+-- when a delivery was under way ("" otherwise), or nil for a terminal job.
+-- m, payload: the job's record as split_record reads it (no overlay).
+local function cancel_job(id, m, payload, now, err)
+  if m.st == 'c' or m.st == 'd' then return nil end
+  local was, token = 'processing', ''
+  local lease = nil
+  if m.st == 'p' or m.st == 'r' then lease = redis.call('HGET', K_LEASES, id) end
+  if lease then
+    local deadline = redis.call('ZSCORE', K_INFLIGHT, id)
+    redis.call('ZREM', K_INFLIGHT, id)
+    redis.call('HDEL', K_LEASES, id)
+    if deadline then
+      redis.call('ZADD', K_INFLIGHT, deadline, CANCELLED_SLOT .. lease)
+      redis.call('HINCRBY', K_STATE, 'n_cslots', 1)
+    end
+    token = lease
+  elseif m.st == 'w' then
+    -- The webhook has answered: the request is over, the slot is free.
+    redis.call('ZREM', K_INFLIGHT, id)
+    redis.call('HINCRBY', K_STATE, 'n_awaiting', -1)
+    was = 'awaiting_ack'
+  else
+    redis.call('ZREM', K_WAITING, id)
+    redis.call('ZREM', K_LIFETIMES, id)
+    if m.st == 'p' then
+      redis.call('HINCRBY', K_STATE, 'n_pending', -1)
+      was = 'pending'
+    end
+  end
+  if m.rk and m.st == 'p' and redis.call('HGET', K_IDEM, REPLACE_FIELD .. m.rk) == id then
+    redis.call('HDEL', K_IDEM, REPLACE_FIELD .. m.rk)
+  end
+  drop_probe(id) -- a cancelled probe hands the probe on
+  m.t, m.pr, m.sc, m.o = nil, nil, nil, nil
+  m.e = err
+  to_dead(id, m, payload, now, 'cancelled')
+  return was, token
 end
 
--- Counts one applied outcome: its kind (settle's ok, delivered, fail,
--- defer; callback's ack, nack, defer), webhook status code, the word the
--- transition answered and, for a defer, the release it asked for.
-local function stats_outcome(c, now, kind, code, word, release, queue_scope)
-  if word == 'STALE' or word == 'RELEASED' or word == nil then return end
-  if kind == 'ok' or kind == 'ack' then
-    c.ok = (c.ok or 0) + 1
-  elseif kind == 'fail' or kind == 'nack' then
-    c.fail = (c.fail or 0) + 1
-  elseif kind == 'defer' then
-    c.defer = (c.defer or 0) + 1
-    if code == 429 then c.r429 = (c.r429 or 0) + 1 end
-    if queue_scope and release then stats_hold(c, now, release) end
-  end
-  if word == 'DEAD' then c.dead = (c.dead or 0) + 1 end
-end
-
--- Writes c into the statistics hash key: the one call per script call.
-local function stats_flush(key, now, c)
-  if not key then return end
-  local minute = math.floor(now / 60000)
-  local fresh = false
-  for _, name in ipairs(STATS_COUNTERS) do
-    local n = c[name]
-    if n and n > 0 then
-      if redis.call('HINCRBY', key, fmt('%d:%s', minute, name), n) == n then fresh = true end
-    end
-  end
-  if c.hold_until then
-    -- The latest window grows while asks overlap it; a new one starts after.
-    local w = redis.call('HGET', key, 'holds') or ''
-    local head, from, to = string.match(w, '^(.-)(%d+)%-(%d+)$')
-    local keep = now - STATS_MINUTES * 60000
-    if from and tonumber(to) >= c.hold_from then
-      if c.hold_until > tonumber(to) then
-        w = head .. from .. '-' .. fmt('%d', c.hold_until)
-      else
-        w = nil
-      end
-    else
-      w = w .. (w == '' and '' or ',') .. fmt('%d-%d', c.hold_from, c.hold_until)
-    end
-    if w then
-      -- Windows that ended before the retention go, at most 500 stay.
-      local parts = split(w, ',')
-      local first = 1
-      while first < #parts and (#parts - first >= 500 or tonumber(string.match(parts[first], '%-(%d+)$')) < keep) do
-        first = first + 1
-      end
-      if first > 1 then w = table.concat(parts, ',', first) end
-      redis.call('HSET', key, 'holds', w)
-    end
-  end
-  if fresh and redis.call('HGET', key, 'cur') ~= fmt('%d', minute) then
-    local oldest = minute - STATS_MINUTES + 1
-    local mins = redis.call('HGET', key, 'mins') or ''
-    local kept, gone = {}, {}
-    if mins ~= '' then
-      for _, m in ipairs(split(mins, ',')) do
-        if tonumber(m) >= oldest then
-          kept[#kept + 1] = m
-        else
-          for _, name in ipairs(STATS_COUNTERS) do gone[#gone + 1] = m .. ':' .. name end
-        end
-      end
-    end
-    for i = 1, #gone, 900 do -- unpack is bounded by Lua's C stack
-      redis.call('HDEL', key, unpack(gone, i, math.min(i + 899, #gone)))
-    end
-    kept[#kept + 1] = fmt('%d', minute)
-    redis.call('HSET', key, 'cur', fmt('%d', minute), 'mins', table.concat(kept, ','))
-    redis.call('PEXPIRE', key, (STATS_MINUTES + 60) * 60000)
-  end
-end
-
--- settle.lua's statistics: its n outcomes (ARGV, see settle.lua), the
--- words it answered (out) and its refill claim, written with stats_flush.
-local function stats_settle(key, now, out, n, claim)
-  local c = {}
-  for i = 0, n - 1 do
-    local b = ARG0 + 2 + i * 7
-    local kind, release = ARGV[b + 2], nil
-    if kind == 'defer' then
-      local ra = ARGV[b + 5]
-      if string.sub(ra, 1, 1) == '@' then
-        release = math.max(now, tonumber(string.sub(ra, 2)) or now)
-      else
-        release = now + (tonumber(ra) or 0)
-      end
-    end
-    stats_outcome(c, now, kind, tonumber(ARGV[b + 3]), out[i * 3 + 1], release, true)
-    local tripped_at = string.match(out[i * 3 + 3] or '', '^breaker|(%d+)$')
-    if tripped_at then stats_hold(c, now, tonumber(tripped_at)) end
-  end
-  stats_claim(c, claim)
-  stats_flush(key, now, c)
-end

@@ -24,24 +24,18 @@ const (
 	Inspect  = "inspect"
 	Control  = "control"
 	Replay   = "replay"
-	// QueueDef, QueueDrop and Registry manage queues created over the API
-	// (runtime.md §1).
-	QueueDef  = "queuedef"
-	QueueDrop = "queuedrop"
-	Registry  = "registry"
+	// Cancel cancels one job or a bounded batch of a queue's jobs
+	// (control.md §1).
+	Cancel = "cancel"
 	// Schedule runs a queue's schedules (create, pause, fire...) on the
 	// queue's slot; SchedIndex is the fleet-wide index of when to look at
 	// which queue (runtime.md §4).
 	Schedule   = "schedule"
 	SchedIndex = "schedindex"
-	// Lists reads one page of a queue's jobs by status; Stats reads its
-	// per-minute statistics (control.md §4, docs/control.md).
-	Lists = "lists"
-	Stats = "stats"
 )
 
 // All lists every script, so start-up can load each one before serving.
-var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, QueueDef, QueueDrop, Registry, Schedule, SchedIndex, Lists, Stats}
+var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, Cancel, Schedule, SchedIndex}
 
 // Source returns the full source of a script: the shared prelude followed by
 // the script's own body.

@@ -9,7 +9,10 @@
 // publish burst into a held queue costs no claims. "State" (a resume, a
 // callback, a probe that reopened the queue) can end a pause or hold and is
 // always acted on. On the channel, a state signal is the queue name behind a
-// "!" (no queue name contains one). A daemon alone on the channel (its last
+// "!" (no queue name contains one). A third kind, an abort, names a job
+// cancelled while its delivery was under way ("^" + lease token + " " + job
+// id): the daemon holding that delivery aborts its request (control.md §1);
+// aborts go out at once, never coalesced or held back. A daemon alone on the channel (its last
 // PUBLISH reached only itself) holds new-work signals back for a second at
 // a time: nobody would hear them.
 package wakeup
@@ -38,6 +41,32 @@ type Bus struct {
 	// listening is whether this daemon's own subscription is up, so that
 	// sendLoop knows whether a PUBLISH's receiver count includes it.
 	listening atomic.Bool
+	// onAbort is told about every abort heard, this daemon's own included
+	// (SetAbortHandler; nil: none).
+	onAbort atomic.Pointer[func(token, jobID string)]
+}
+
+// abortPrefix starts an abort message on the channel.
+const abortPrefix = "^"
+
+// SetAbortHandler sets what is called for every abort message: the lease
+// token and job id of a delivery whose job was cancelled (the dispatcher
+// aborts it if it is its own).
+func (b *Bus) SetAbortHandler(f func(token, jobID string)) { b.onAbort.Store(&f) }
+
+func (b *Bus) abortHeard(token, jobID string) {
+	if f := b.onAbort.Load(); f != nil {
+		(*f)(token, jobID)
+	}
+}
+
+// Abort tells every daemon, this one first and directly, that the job's
+// delivery under the lease token must be aborted. It publishes at once and
+// returns the PUBLISH's error: a lost abort leaves the request to run to
+// its end (its outcome is ignored all the same: the lease fences it).
+func (b *Bus) Abort(ctx context.Context, token, jobID string) error {
+	b.abortHeard(token, jobID)
+	return b.rdb.Publish(ctx, b.channel, abortPrefix+token+" "+jobID).Err()
 }
 
 // New returns a Bus on channel; local is called for every wake-up, including
@@ -99,7 +128,11 @@ func (b *Bus) Run(ctx context.Context, onReconnect func()) error {
 				if !ok {
 					break recv
 				}
-				if q, ok := strings.CutPrefix(m.Payload, "!"); ok {
+				if rest, ok := strings.CutPrefix(m.Payload, abortPrefix); ok {
+					if token, id, ok := strings.Cut(rest, " "); ok {
+						b.abortHeard(token, id)
+					}
+				} else if q, ok := strings.CutPrefix(m.Payload, "!"); ok {
 					b.local(q, true)
 				} else {
 					b.local(m.Payload, false)
