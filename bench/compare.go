@@ -327,6 +327,11 @@ func compareRun(ctx context.Context, bin, work string, hook *noopWebhook, o opti
 		}
 	}
 	products := []product{{"simpleqd", "daemon", simpleqdRun("this", pprof1, rs, d, api)}}
+	// The same daemon and workload with priorities 0-9 mixed in every batch
+	// (control.md §2): what walking the priority levels costs a claim.
+	prio := newAPI(d.url)
+	prio.mixedPriority = true
+	products = append(products, product{"simpleqd, priorities 0-9 mixed", "daemon", simpleqdRun("prio", pprof1, rs, d, prio)})
 	if o.against != "" {
 		rs2, err := startRedis(ctx, work, "rc2", false)
 		if err != nil {

@@ -949,6 +949,9 @@ type apiClient struct {
 	http *http.Client
 	// traceParent, when set, goes with every batch publish (tracingRows).
 	traceParent string
+	// mixedPriority gives the jobs of a batch publish priorities 0-9 in
+	// turn (control.md §2), for the mixed-priority delivery row.
+	mixedPriority bool
 }
 
 func newAPI(base string) *apiClient {
@@ -1016,6 +1019,15 @@ func concurrently(n, clients int, do func() error) error {
 
 func (a *apiClient) publishBatches(ctx context.Context, queue string, n, size, clients int, payload string) error {
 	item := `{"payload":{"data":"` + payload + `"}}`
+	if a.mixedPriority {
+		// Ten items, one per priority, repeated: batchBody cycles through
+		// them (the items are joined by "\x00", which no payload holds).
+		items := make([]string, 10)
+		for p := range items {
+			items[p] = `{"payload":{"data":"` + payload + `"},"priority":` + strconv.Itoa(p) + `}`
+		}
+		item = strings.Join(items, "\x00")
+	}
 	full := batchBody(item, size)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -1060,13 +1072,14 @@ func (a *apiClient) publishBatches(ctx context.Context, queue string, n, size, c
 
 // batchBody is a batch publish request of n copies of item.
 func batchBody(item string, n int) []byte {
+	items := strings.Split(item, "\x00") // several: used in turn
 	var sb strings.Builder
 	sb.WriteString(`{"jobs":[`)
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			sb.WriteByte(',')
 		}
-		sb.WriteString(item)
+		sb.WriteString(items[i%len(items)])
 	}
 	sb.WriteString(`]}`)
 	return []byte(sb.String())
