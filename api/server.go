@@ -131,6 +131,7 @@ func (s *Server) routes() {
 	s.registerCallbackRoutes()
 	s.registerQueueRoutes()
 	s.registerAdminRoutes()
+	s.registerListRoutes()
 	s.registerCancelRoutes()
 	s.registerEventRoutes()
 	s.registerScheduleRoutes()
