@@ -62,7 +62,7 @@ func TestListDeadPage(t *testing.T) {
 		`"idempotencyKey":null,"payload":{"b":1,"a":2},"scheduledFor":"2026-01-02T03:04:05.678Z",`+
 		`"expiresAt":"2026-01-03T03:04:05.678Z","lastError":"webhook responded 500","deadReason":"max_attempts_exhausted",`+
 		`"history":[{"attempt":5,"status":"failed","error":"webhook responded 500","webhookStatusCode":500,"timestamp":"2026-01-02T03:05:05.678Z"}],`+
-		`"createdAt":"2026-01-02T03:04:05.678Z","completedAt":"2026-01-02T03:05:05.678Z"}`,
+		`"createdAt":"2026-01-02T03:04:05.678Z","completedAt":"2026-01-02T03:05:05.678Z","priority":0,"replaceKey":null}`,
 		string(got.Jobs[0]))
 	require.Contains(t, string(got.Jobs[1]), `"id":"`+id1+`"`)
 

@@ -26,6 +26,8 @@ type publishedJSON struct {
 	ID        string `json:"id"`
 	Status    string `json:"status"`
 	CreatedAt string `json:"createdAt"`
+	// Replaced: a replace key's job took this payload (control.md §3).
+	Replaced bool `json:"replaced,omitempty"`
 }
 
 // batchItemJSON is one entry of the batch publish answer; Duplicate tells an
@@ -35,6 +37,9 @@ type batchItemJSON struct {
 	Status    string `json:"status"`
 	CreatedAt string `json:"createdAt"`
 	Duplicate bool   `json:"duplicate"`
+	// Replaced (control.md §3): the item's payload went to the job of its
+	// replace key that was never delivered; present only then.
+	Replaced bool `json:"replaced,omitempty"`
 }
 
 // handlePublish is POST /v1/queues/{queue}/jobs: 201 for a new job, 200 with
@@ -69,7 +74,7 @@ func (s *Server) handlePublish(w http.ResponseWriter, r *http.Request) {
 	}
 	p := res[0]
 	status := http.StatusOK
-	if !p.Duplicate {
+	if !p.Duplicate && !p.Replaced {
 		status = http.StatusCreated
 		s.wake(name)
 	}
@@ -83,7 +88,13 @@ func (s *Server) handlePublish(w http.ResponseWriter, r *http.Request) {
 	b = append(b, p.Status...)
 	b = append(b, `","createdAt":"`...)
 	b = append(b, formatTime(p.CreatedAt)...)
-	b = append(b, "\"}\n"...)
+	if p.Replaced {
+		// A replace (control.md §3): 200 with the job that now carries
+		// this payload.
+		b = append(b, `","replaced":true}`+"\n"...)
+	} else {
+		b = append(b, "\"}\n"...)
+	}
 	writeEncoded(w, status, b)
 }
 
@@ -190,6 +201,9 @@ func appendBatchAnswer(b []byte, res []store.Published) []byte {
 		b = wiretime.Append(b, p.CreatedAt)
 		b = append(b, `","duplicate":`...)
 		b = strconv.AppendBool(b, p.Duplicate)
+		if p.Replaced {
+			b = append(b, `,"replaced":true`...)
+		}
 		b = append(b, '}')
 	}
 	return append(b, "]}\n"...)
@@ -213,7 +227,7 @@ func appendJSONString(b []byte, s string) []byte {
 // newJob validates one job's members (payload, idempotencyKey, delay and
 // simpleqd's priority). The payload is kept as the exact bytes sent.
 func (v *validator) newJob(fields map[string]json.RawMessage) store.NewJob {
-	v.onlyFields(fields, "payload", "idempotencyKey", "delay", "priority")
+	v.onlyFields(fields, "payload", "idempotencyKey", "delay", "priority", "replaceKey")
 	var job store.NewJob
 	raw, present := fields["payload"]
 	switch {
@@ -227,6 +241,10 @@ func (v *validator) newJob(fields map[string]json.RawMessage) store.NewJob {
 	if key, ok := v.optionalString(fields, "idempotencyKey", 1, maxIdempotencyKeyLen); ok {
 		job.IdempotencyKey = key
 	}
+	// control.md §3: collapses onto the key's never-delivered job.
+	if key, ok := v.optionalString(fields, "replaceKey", 1, maxReplaceKeyLen); ok {
+		job.ReplaceKey = key
+	}
 	if d, ok := v.number(fields, "delay", false, 0, maxDelaySeconds); ok {
 		job.Delay = seconds(d)
 	}
@@ -235,6 +253,10 @@ func (v *validator) newJob(fields map[string]json.RawMessage) store.NewJob {
 	}
 	return job
 }
+
+// maxReplaceKeyLen bounds a replace key (control.md §3), as
+// maxIdempotencyKeyLen bounds an idempotency key.
+const maxReplaceKeyLen = 255
 
 // maxPriority is the highest job priority (control.md §2: 0–9, higher
 // first).
@@ -330,6 +352,9 @@ type jobJSON struct {
 	// Priority is simpleqd's (control.md §2), always present: 0 when the
 	// publish gave none.
 	Priority int `json:"priority"`
+	// ReplaceKey is simpleqd's (control.md §3), always present: null when
+	// the publish gave none.
+	ReplaceKey *string `json:"replaceKey"`
 }
 
 // attemptJSON is one history entry; probe, acked, retryAfter, scope and
@@ -389,5 +414,6 @@ func jobView(j *store.Job) jobJSON {
 		CompletedAt:    formatTimePtr(j.CompletedAt),
 		ScheduleID:     j.ScheduleID,
 		Priority:       j.Priority,
+		ReplaceKey:     j.ReplaceKey,
 	}
 }

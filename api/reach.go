@@ -61,10 +61,6 @@ var routeAccess = map[string]access{
 	"POST /v1/queues/{queue}/dead/replay": {config.RoleAdmin, fromQueue},
 	"POST /v1/queues/{queue}/pause":       {config.RoleAdmin, fromQueue},
 	"POST /v1/queues/{queue}/resume":      {config.RoleAdmin, fromQueue},
-	// Job lists and statistics (lists.go): a publisher lists its queues'
-	// jobs (runtime.md) and reads their statistics.
-	"GET /v1/queues/{queue}/jobs":  {config.RolePublisher, fromQueue},
-	"GET /v1/queues/{queue}/stats": {config.RolePublisher, fromQueue},
 	// Cancel (control.md §1) is the admin's, one job as well as in bulk:
 	// it destroys work another publisher may have sent to the queue, and a
 	// publisher that wants a job gone before delivery has replaceKey and

@@ -131,7 +131,6 @@ func (s *Server) routes() {
 	s.registerCallbackRoutes()
 	s.registerQueueRoutes()
 	s.registerAdminRoutes()
-	s.registerListRoutes()
 	s.registerCancelRoutes()
 	s.registerEventRoutes()
 	s.registerScheduleRoutes()

@@ -5,8 +5,8 @@
 -- ARGV[20]: n, the number of jobs; then per job 6 values:
 --   id, idempotency key ("" for none), delay ms, priority ("0".."9",
 --   control.md §2: stored as pri when not 0, and in the job's K_WAITING
---   score, lib.lua wait_score), replace key ("" for none; control.md §3),
---   raw payload bytes;
+--   score, lib.lua wait_score), replace key ("" for none; control.md §3,
+--   below), raw payload bytes;
 --   then, for each job published with a W3C trace context (none: nothing
 --   more), 3 values: the job's index (1..n), its traceparent (canonical, as
 --   package tracing writes it) and tracestate ("" for none). Kept at the
@@ -20,7 +20,16 @@
 -- as sent, createdAt = now, state p, due at now + delay); otherwise
 -- "<word>|<id>|<createdAt ms>|<state>" with word
 --   NEW: the id was already stored (this call ran before): reported as stored;
---   DUP: the idempotency key names a job still retained: nothing is written.
+--   DUP: the idempotency key names a job still retained: nothing is written;
+--   REP: the replace key names a job never delivered (pending, no lease, not
+--        replayed): its payload is now this one, its meta (id, place in
+--        line, schedule, priority, trace context) unchanged; the publish's
+--        idempotency key, if any, names that job from now on.
+-- Replace keys (control.md §3): K_IDEM's field REPLACE_FIELD .. key (lib.lua)
+-- names the key's latest job, whose record carries rk; an entry whose job
+-- was delivered, or died, since is overwritten by the next new job. The
+-- idempotency key is checked first. A publish without replace keys pays
+-- one string comparison per job.
 -- The common answer is one empty string per job, cheap to build and send.
 local now = now_ms()
 local n = tonumber(ARGV[ARG0 + 1])
@@ -60,6 +69,28 @@ if #keyed > 0 then
   end
 end
 
+-- Replace keys' current jobs, read in one round (only when some are given).
+local rks, rk_known = {}, {}
+do
+  local want, fields = {}, {}
+  for i = 1, n do
+    local rk = ARGV[ARG0 + 2 + (i - 1) * STRIDE + 4]
+    rks[i] = rk
+    if rk ~= '' and not want[rk] then
+      want[rk] = true
+      fields[#fields + 1] = REPLACE_FIELD .. rk
+    end
+  end
+  if #fields > 0 then
+    local found = redis.call('HMGET', K_IDEM, unpack(fields))
+    for j, f in ipairs(fields) do
+      if found[j] then rk_known[string.sub(f, #REPLACE_FIELD + 1)] = found[j] end
+    end
+  end
+end
+local rk_fresh = {} -- replace key -> index in hset of the record stored by this call
+local rk_set = {}   -- K_IDEM entries for new jobs with a replace key
+
 local out, hset, zadd, life, idem = { now }, {}, {}, {}, {}
 local fresh = {} -- keyed jobs stored by this call: id -> true
 -- Jobs without a delay share one meta prefix and one due time, formatted once.
@@ -88,6 +119,36 @@ for i = 1, n do
       -- else: a stale key whose job was purged; the key is free again.
     end
   end
+  local rk = rks[i]
+  if not dup and rk ~= '' then
+    local payload = ARGV[b + 5]
+    local at = rk_fresh[rk]
+    local target, c = nil, nil
+    if at then
+      -- Published by this very call, not yet written: swap its payload.
+      local rec = hset[at + 1]
+      hset[at + 1] = string.sub(rec, 1, string.find(rec, '\n', 1, true)) .. payload
+      target, c = hset[at], now_s
+    elseif rk_known[rk] then
+      local e = rk_known[rk]
+      local rec = redis.call('HGET', K_JOBS, e)
+      local nl = rec and string.find(rec, '\n', 1, true)
+      if nl and string.find(string.sub(rec, 1, nl), '^{"c":%d+,"s":%d+,"x":%d+,"st":"p"')
+        and not string.find(string.sub(rec, 1, nl), ',"h":', 1, true)
+        and redis.call('HEXISTS', K_LEASES, e) == 0 then
+        redis.call('HSET', K_JOBS, e, string.sub(rec, 1, nl) .. payload)
+        target, c = e, string.match(rec, '^{"c":(%d+)')
+      end
+    end
+    if target then
+      if key ~= '' then
+        idem[#idem + 1] = key
+        idem[#idem + 1] = target
+        known[key] = target
+      end
+      dup = fmt('REP|%s|%s|p', target, c)
+    end
+  end
   if dup then
     out[i + 1] = dup
   else
@@ -98,6 +159,14 @@ for i = 1, n do
     local tr = traced[i] or ''
     local pri = ARGV[b + 3]
     if pri ~= '0' and pri ~= '' then tr = tr .. ',"pri":' .. fmt('%d', tonumber(pri)) end
+    local tail = '}\n'
+    if rk ~= '' then
+      tail = ',"rk":' .. cjson.encode(rk) .. '}\n'
+      rk_fresh[rk] = #hset + 1
+      fresh[id] = true
+      rk_set[#rk_set + 1] = REPLACE_FIELD .. rk
+      rk_set[#rk_set + 1] = id
+    end
     if delay ~= '0' then
       local due = now + tonumber(delay)
       due_s = fmt('%d', due)
@@ -105,15 +174,15 @@ for i = 1, n do
       meta = fmt('{"c":%s,"s":%s,"x":%s,"st":"p"', now_s, due_s, x_s)
     end
     if key ~= '' then
-      rec = meta .. tr .. ',"k":' .. cjson.encode(key) .. '}\n' .. ARGV[b + 5]
+      rec = meta .. tr .. ',"k":' .. cjson.encode(key) .. tail .. ARGV[b + 5]
       idem[#idem + 1] = key
       idem[#idem + 1] = id
       known[key] = id
       fresh[id] = true
-    elseif meta == plain and tr == '' then
+    elseif meta == plain and tr == '' and rk == '' then
       rec = plain_rec .. ARGV[b + 5]
     else
-      rec = meta .. tr .. '}\n' .. ARGV[b + 5]
+      rec = meta .. tr .. tail .. ARGV[b + 5]
     end
     local h = #hset
     hset[h + 1] = id
@@ -132,4 +201,5 @@ if #hset > 0 then
   redis.call('HINCRBY', K_STATE, 'n_pending', #zadd / 2)
 end
 if #idem > 0 then redis.call('HSET', K_IDEM, unpack(idem)) end
+if #rk_set > 0 then redis.call('HSET', K_IDEM, unpack(rk_set)) end
 return out

@@ -78,7 +78,8 @@ func (s *Store) Publish(ctx context.Context, q config.Queue, jobs []NewJob) ([]P
 			return nil, fmt.Errorf("publish on queue %s: unexpected reply %q", q.Name, r)
 		}
 		c, _ := strconv.ParseInt(f[2], 10, 64)
-		out[i] = Published{ID: f[1], CreatedAt: fromMS(c), Status: apiStatus(f[3]), Duplicate: f[0] == "DUP"}
+		out[i] = Published{ID: f[1], CreatedAt: fromMS(c), Status: apiStatus(f[3]), Duplicate: f[0] == "DUP",
+			Replaced: f[0] == "REP"}
 	}
 	return out, nil
 }
@@ -437,7 +438,7 @@ func (s *Store) Callback(ctx context.Context, q config.Queue, cb Callback) (Sett
 	}
 	args := append(s.params(q, 7), cb.JobID, string(cb.Kind), attempt, retryable,
 		ms(cb.RetryAfter), string(scope), cb.Reason)
-	res, err := s.runKeys(ctx, lua.Callback, q, append(s.Keys(q.Name), s.statsKey(q.Name)), args)
+	res, err := s.run(ctx, lua.Callback, q, args)
 	if err != nil {
 		return Settled{}, err
 	}
@@ -564,6 +565,8 @@ type meta struct {
 	Sid *string `json:"sid"`
 	// Pri is the job's priority (lib.lua wait_score; absent: 0).
 	Pri int `json:"pri"`
+	// Rk is the job's replace key (publish.lua; control.md §3).
+	Rk *string `json:"rk"`
 }
 
 type histEntry struct {
@@ -640,7 +643,7 @@ func decodeJob(q config.Queue, id string, rec, hist []byte) (*Job, error) {
 		DeferCount: m.D, IdempotencyKey: m.K, Payload: rec[i+1:],
 		ScheduledFor: fromMS(int64(m.S)), ExpiresAt: fromMS(int64(m.X)),
 		LastError: m.E, DeadReason: m.Dr, CreatedAt: fromMS(int64(m.C)), History: []Attempt{},
-		ScheduleID: m.Sid, Priority: m.Pri,
+		ScheduleID: m.Sid, Priority: m.Pri, ReplaceKey: m.Rk,
 	}
 	if m.Ca > 0 {
 		t := fromMS(int64(m.Ca))

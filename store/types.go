@@ -68,6 +68,10 @@ type Published struct {
 	// Duplicate is true when the idempotency key was already known: the
 	// returned job is the existing one and nothing new was stored.
 	Duplicate bool
+	// Replaced is true when the job's replace key named a job never
+	// delivered: that job (ID) now carries this publish's payload, and
+	// nothing new was stored (control.md §3).
+	Replaced bool
 }
 
 // Attempt is one entry of a job's history.
@@ -107,6 +111,9 @@ type Job struct {
 	ScheduleID *string
 	// Priority is the job's priority, 0 to 9 (control.md §2).
 	Priority int
+	// ReplaceKey is the replace key the job was published with (nil:
+	// none; control.md §3).
+	ReplaceKey *string
 }
 
 // CallbackKind is what an ack-mode worker reports.
