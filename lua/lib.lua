@@ -308,9 +308,11 @@ local function to_dead(id, m, payload, now, reason)
 end
 
 -- Priority (control.md §2). Every level shares K_WAITING: a job of priority
--- p (1..9) waits at score due - (10 - p) * PRIO_SPAN, so level 9 fills
--- [-SPAN, 0), level 8 [-2 SPAN, -SPAN) … level 1 [-9 SPAN, -8 SPAN), and
--- priority 0 keeps its plain due time. One sorted set keeps counts, the
+-- p (1..9) waits at score due - p * PRIO_SPAN, so level 1 fills [-SPAN, 0),
+-- level 2 [-2 SPAN, -SPAN) … level 9 [-9 SPAN, -8 SPAN), and priority 0
+-- keeps its plain due time: the set's ascending order is the delivery order
+-- (highest priority first, then due time), which job lists (lists.lua)
+-- read as it is. One sorted set keeps counts, the
 -- lifetime index and removal by id as they were; a queue that never sees a
 -- priority pays nothing (claim_jobs' first range finds no negative score),
 -- and one that does pays two range reads per level present, at most nine:
@@ -323,7 +325,7 @@ local PRIO_SPAN = 8796093022208
 local function wait_score(due, pri)
   pri = tonumber(pri) or 0
   if pri <= 0 then return fmt('%d', due) end
-  return fmt('%d', tonumber(due) - (10 - pri) * PRIO_SPAN)
+  return fmt('%d', tonumber(due) - pri * PRIO_SPAN)
 end
 
 -- The due time of a K_WAITING score (a number).
@@ -571,15 +573,16 @@ end
 -- highest priority first, then by due time within a level; walks only the
 -- levels that hold a job.
 local function due_by_priority(now, max)
-  local due, below = {}, '(0'
+  local due, from = {}, '-inf'
   while #due < max * 2 do
-    local top = redis.call('ZREVRANGEBYSCORE', K_WAITING, below, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    -- The lowest score from here on names the next level present.
+    local top = redis.call('ZRANGEBYSCORE', K_WAITING, from, '(0', 'WITHSCORES', 'LIMIT', 0, 1)
     if not top[2] then break end
     local base = -math.ceil(-tonumber(top[2]) / PRIO_SPAN) * PRIO_SPAN
     local got = redis.call('ZRANGEBYSCORE', K_WAITING, fmt('%d', base), fmt('%d', base + now),
       'WITHSCORES', 'LIMIT', 0, max - #due / 2)
     for _, v in ipairs(got) do due[#due + 1] = v end
-    below = '(' .. fmt('%d', base)
+    from = fmt('%d', base + PRIO_SPAN)
   end
   if #due < max * 2 then
     local got = redis.call('ZRANGEBYSCORE', K_WAITING, 0, now, 'WITHSCORES', 'LIMIT', 0, max - #due / 2)

@@ -140,3 +140,34 @@ func TestPriorityKeptAcrossRetryAndProbe(t *testing.T) {
 		require.Equal(t, []string{low}, ids)
 	})
 }
+
+// The pending list comes in delivery order: highest priority first, then
+// due order (control.md §4), the order claims take them in.
+func TestPriorityListOrderIsDeliveryOrder(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("q")
+		var published []string
+		for _, p := range []int{0, 3, 9, 0, 3, 1} {
+			published = append(published, publishPri(t, s, q, p, 0))
+		}
+		var listed []string
+		cursor := ""
+		for range 10 {
+			jobs, next, err := s.ListJobs(ctx, q, store.StatusPending, 2, cursor)
+			require.NoError(t, err)
+			for _, j := range jobs {
+				listed = append(listed, j.ID)
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		claimed, _ := claimIDs(t, s, q, 10)
+		require.Len(t, claimed, len(published))
+		require.Equal(t, claimed, listed)
+		require.Equal(t, []string{published[2], published[1], published[4], published[5], published[0], published[3]}, claimed)
+	})
+}
