@@ -226,7 +226,8 @@ func TestPause(t *testing.T) {
 	want := `{"name":"emails","mode":"standard","webhookUrl":"https://hooks.example.com/emails","concurrency":10,` +
 		`"rateLimitMax":100,"rateLimitWindow":1.5,"maxAttempts":5,"maxDefers":20,` +
 		`"counts":{"pending":3,"processing":0,"awaitingAck":0,"dead":0},` +
-		`"hold":{"state":"paused","until":null,"probeJobId":null,"reason":"deploying the worker"}}` + "\n"
+		`"hold":{"state":"paused","until":null,"probeJobId":null,"reason":"deploying the worker"},` +
+		`"source":"file","signingSecretHint":"cret"}` + "\n"
 	require.Equal(t, want, w.Body.String())
 	require.Equal(t, []adminCall{{Method: "Pause", Queue: "emails", Reason: "deploying the worker"}}, h.backend.adminCalls())
 	require.Empty(t, h.waker.calls(), "a pause starts nothing")

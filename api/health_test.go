@@ -49,7 +49,8 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	requireError(t, w, http.StatusMethodNotAllowed, "Method not allowed")
 	require.Contains(t, w.Header().Get("Allow"), "POST")
 
-	w = h.do(t, req{method: http.MethodDelete, path: "/v1/queues/emails"})
+	// (DELETE /v1/queues/{queue} is a route: queues over the API.)
+	w = h.do(t, req{method: http.MethodDelete, path: "/v1/queues/emails/jobs"})
 	requireError(t, w, http.StatusMethodNotAllowed, "Method not allowed")
 }
 

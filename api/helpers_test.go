@@ -41,6 +41,8 @@ type fakeBackend struct {
 	replayAllFn func(q config.Queue) (int, error)
 	pauseFn     func(q config.Queue, reason string) error
 	resumeFn    func(q config.Queue) error
+	// deleteErr is what DeleteQueue returns (queuewrite_test.go).
+	deleteErr error
 }
 
 // adminCall records one administration call: which method, on which queue,

@@ -54,6 +54,13 @@ type queueJSON struct {
 	MaxDefers       int        `json:"maxDefers"`
 	Counts          countsJSON `json:"counts"`
 	Hold            holdJSON   `json:"hold"`
+	// Source is "file" or "api" (runtime.md §1): only an API queue may be
+	// changed or deleted over the API.
+	Source string `json:"source"`
+	// SigningSecretHint is the last 4 characters of the current signing
+	// secret (null for a secret too short to hint at); the secret itself
+	// is never part of any answer.
+	SigningSecretHint *string `json:"signingSecretHint"`
 }
 
 type countsJSON struct {
@@ -111,7 +118,24 @@ func renderQueue(name string, q config.Queue, st store.QueueStatus) queueJSON {
 			ProbeJobID: st.Hold.ProbeJobID,
 			Reason:     st.Hold.Reason,
 		},
+		Source:            source(q),
+		SigningSecretHint: secretHint(q),
 	}
+}
+
+// source names where a queue is defined.
+func source(q config.Queue) string {
+	if q.Checked {
+		return "api"
+	}
+	return "file"
+}
+
+func secretHint(q config.Queue) *string {
+	if h := config.SecretHint(q.SigningSecret); h != "" {
+		return &h
+	}
+	return nil
 }
 
 // redactURL hides a password in the URL's userinfo; anything unparsable is

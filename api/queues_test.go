@@ -33,7 +33,8 @@ func TestGetQueue(t *testing.T) {
 	want := `{"name":"emails","mode":"standard","webhookUrl":"https://hooks.example.com/emails","concurrency":10,` +
 		`"rateLimitMax":100,"rateLimitWindow":1.5,"maxAttempts":5,"maxDefers":20,` +
 		`"counts":{"pending":4,"processing":3,"awaitingAck":2,"dead":1},` +
-		`"hold":{"state":"held","until":"2026-01-02T03:04:35.678Z","probeJobId":"` + probe + `","reason":"webhook answered 429"}}` + "\n"
+		`"hold":{"state":"held","until":"2026-01-02T03:04:35.678Z","probeJobId":"` + probe + `","reason":"webhook answered 429"},` +
+		`"source":"file","signingSecretHint":"cret"}` + "\n"
 	require.Equal(t, want, w.Body.String())
 	require.NotContains(t, w.Body.String(), "whsec")
 }

@@ -61,6 +61,11 @@ var routeAccess = map[string]access{
 	"POST /v1/queues/{queue}/dead/replay": {config.RoleAdmin, fromQueue},
 	"POST /v1/queues/{queue}/pause":       {config.RoleAdmin, fromQueue},
 	"POST /v1/queues/{queue}/resume":      {config.RoleAdmin, fromQueue},
+	// Queues over the API (queuewrite.go): creating, changing and deleting
+	// a queue is the admin's, inside its reach.
+	"PUT /v1/queues/{queue}":    {config.RoleAdmin, fromQueue},
+	"PATCH /v1/queues/{queue}":  {config.RoleAdmin, fromQueue},
+	"DELETE /v1/queues/{queue}": {config.RoleAdmin, fromQueue},
 	// Cancel (control.md §1) is the admin's, one job as well as in bulk:
 	// it destroys work another publisher may have sent to the queue, and a
 	// publisher that wants a job gone before delivery has replaceKey and

@@ -130,6 +130,7 @@ func (s *Server) routes() {
 	s.registerJobRoutes()
 	s.registerCallbackRoutes()
 	s.registerQueueRoutes()
+	s.registerQueueWriteRoutes()
 	s.registerAdminRoutes()
 	s.registerCancelRoutes()
 	s.registerEventRoutes()

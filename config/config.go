@@ -50,7 +50,7 @@ func Default() *Config {
 		},
 		ShutdownGrace: 10 * time.Second,
 		Log:           Log{Format: "json", Level: "info"},
-		Dispatch:      Dispatch{LeaseMargin: 5 * time.Second, ClaimBatch: 64, Linger: 300 * time.Microsecond},
+		Dispatch:      Dispatch{LeaseMargin: 5 * time.Second, ClaimBatch: 64, Linger: 300 * time.Microsecond, ScheduleLease: 2 * time.Second},
 		Tracing:       Tracing{SampleRatio: 1, ServiceName: "simpleqd"},
 		Defaults: QueueSettings{
 			Mode:             "standard",
@@ -243,6 +243,7 @@ func topSchema(c *Config) []node {
 			{name: "leaseMargin", target: &c.Dispatch.LeaseMargin},
 			{name: "claimBatch", target: &c.Dispatch.ClaimBatch},
 			{name: "linger", target: &c.Dispatch.Linger},
+			{name: "scheduleLease", target: &c.Dispatch.ScheduleLease},
 		}},
 		{name: "tracing", children: []node{
 			{name: "otlpEndpoint", target: &c.Tracing.OTLPEndpoint},
@@ -951,6 +952,9 @@ func (l *loader) validate(c *Config) {
 	}
 	if c.Dispatch.ClaimBatch < 1 || c.Dispatch.ClaimBatch > 1000 {
 		l.problemf("dispatch.claimBatch", "must be between 1 and 1000 (got %d)", c.Dispatch.ClaimBatch)
+	}
+	if c.Dispatch.ScheduleLease < 100*time.Millisecond || c.Dispatch.ScheduleLease > time.Minute {
+		l.problemf("dispatch.scheduleLease", "must be between 100ms and 1m (got %s)", c.Dispatch.ScheduleLease)
 	}
 	if c.Dispatch.Linger < 0 || c.Dispatch.Linger > 100*time.Millisecond {
 		l.problemf("dispatch.linger", "must be between 0 and 100ms (got %s)", c.Dispatch.Linger)

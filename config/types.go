@@ -158,6 +158,10 @@ type Dispatch struct {
 	// arrive meanwhile share a call, so Redis runs fewer, larger scripts; an
 	// idle queue is never delayed. 0 turns it off.
 	Linger time.Duration
+	// ScheduleLease is how long a daemon owns a queue's due schedules
+	// before another daemon may fire them: the longest a tick waits when
+	// the daemon firing it dies (runtime.md §4).
+	ScheduleLease time.Duration
 }
 
 // Tracing exports a span per delivery over OTLP/HTTP (production.md §2), so

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"time"
 
@@ -110,8 +111,13 @@ func (d *Dispatcher) SetQueues(queues map[string]config.Queue) {
 	defer d.mu.Unlock()
 	for name, q := range queues {
 		if p, ok := d.pumps[name]; ok {
-			p.setQueue(q)
-			p.wake()
+			// Only a pump whose settings changed claims at once: a set of
+			// thousands of queues (API queues, package queuesync) applied
+			// again for one change must not make every idle pump claim.
+			if !reflect.DeepEqual(*p.q.Load(), q) {
+				p.setQueue(q)
+				p.wake()
+			}
 			continue
 		}
 		p := newPump(d, q)

@@ -11,7 +11,10 @@
 --   K_JOBS      KEYS[3]  HASH  job id -> meta JSON .. "\n" .. raw payload bytes.
 --   K_HIST      KEYS[4]  HASH  job id -> history entries, JSON objects joined by ",".
 --   K_STATE     KEYS[5]  HASH  queue state: hold, hold_until, probe_job, reason,
---                              paused, pause_reason, n_pending, n_awaiting.
+--                              paused, pause_reason, n_pending, n_awaiting;
+--                              for a queue created over the API, the limits
+--                              it set: lim_conc, lim_rmax, lim_rwin (ms),
+--                              which override ARGV 2-4 (queuedef.lua).
 --   K_LIFETIMES KEYS[6]  ZSET  job id -> end of its delivery lifetime (ms), for
 --                              every waiting job (states p and r). Each job
 --                              keeps its own end (x): a reload that changes
@@ -644,8 +647,13 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
   -- slot of the caller is busy. Its own freed slot wakes it for the rest.
   if max <= 0 then return reply('BUSY') end
 
-  local st = redis.call('HMGET', K_STATE, 'paused', 'hold', 'hold_until', 'probe_job')
+  local st = redis.call('HMGET', K_STATE, 'paused', 'hold', 'hold_until', 'probe_job', 'lim_conc', 'lim_rmax', 'lim_rwin')
   if st[1] == '1' then return reply('PAUSED') end
+  -- Limits set over the API (queuedef.lua) are the fleet's one truth: a
+  -- daemon whose copy of the queue is a moment old still claims under them.
+  if st[5] then P.concurrency = tonumber(st[5]) end
+  if st[6] then P.rate_max = tonumber(st[6]) end
+  if st[7] then P.rate_window = tonumber(st[7]) end
 
   local probing = false
   if st[2] == '1' then

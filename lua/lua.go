@@ -24,6 +24,11 @@ const (
 	Inspect  = "inspect"
 	Control  = "control"
 	Replay   = "replay"
+	// QueueDef, QueueDrop and Registry manage queues created over the API
+	// (runtime.md §1).
+	QueueDef  = "queuedef"
+	QueueDrop = "queuedrop"
+	Registry  = "registry"
 	// Cancel cancels one job or a bounded batch of a queue's jobs
 	// (control.md §1).
 	Cancel = "cancel"
@@ -35,7 +40,7 @@ const (
 )
 
 // All lists every script, so start-up can load each one before serving.
-var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, Cancel, Schedule, SchedIndex}
+var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, QueueDef, QueueDrop, Registry, Cancel, Schedule, SchedIndex}
 
 // Source returns the full source of a script: the shared prelude followed by
 // the script's own body.

@@ -35,6 +35,13 @@ type Target interface {
 	Reload(cfg *config.Config)
 }
 
+// Checker is a Target that can refuse a valid file for what the file
+// cannot know: a queue it adds whose name a queue created over the API
+// holds (runtime.md §1). A refusal is a "reload rejected" line naming it.
+type Checker interface {
+	CheckReload(cfg *config.Config) error
+}
+
 // Options configure a Watcher.
 type Options struct {
 	// Path is the configuration file. Empty means the daemon runs on built-in
@@ -207,6 +214,13 @@ func (w *Watcher) reload(trigger string, force bool) {
 		w.last = data
 		log.Error("reload rejected: keeping the running configuration", zap.String("path", w.path), zap.Error(err))
 		return
+	}
+	if c, ok := w.opts.Target.(Checker); ok {
+		if err := c.CheckReload(next); err != nil {
+			w.last = data
+			log.Error("reload rejected: keeping the running configuration", zap.String("path", w.path), zap.Error(err))
+			return
+		}
 	}
 	ch := Diff(w.current, next)
 	if len(ch.NeedRestart) > 0 {
