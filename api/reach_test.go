@@ -50,8 +50,7 @@ func reachAuth() *config.Auth {
 func reachQueues() map[string]config.Queue {
 	qs := map[string]config.Queue{}
 	for _, name := range []string{queueA, queueB} {
-		// API queues (Checked), so that the queue write routes may write them.
-		qs[name] = config.Queue{Name: name, WebhookURL: "https://hooks.example.com/" + name, Checked: true,
+		qs[name] = config.Queue{Name: name, WebhookURL: "https://hooks.example.com/" + name,
 			QueueSettings: config.QueueSettings{Mode: "ack", Concurrency: 1, MaxAttempts: 3, RateLimitWindow: time.Second}}
 	}
 	return qs
@@ -66,6 +65,7 @@ func newReachHarness(t *testing.T) *harness {
 		o.Queues = reachQueues
 		o.APIKeys = nil
 		o.Auth = func() *config.Auth { return auth }
+		o.Schedules = newFakeSchedules(queueA, queueB)
 	})
 	h.backend.getJobFn = func(q config.Queue, id string) (*store.Job, error) {
 		return &store.Job{ID: id, Queue: q.Name, Status: store.StatusProcessing, MaxAttempts: 3}, nil
@@ -81,12 +81,29 @@ type reachRoute struct {
 	public bool
 	// list: GET /v1/queues, which answers 200 to every key, filtered.
 	list bool
-	// creates: PUT /v1/queues/{queue}, which creates an unknown queue
-	// (201) instead of answering 404.
-	creates bool
 	// path builds the request path for a queue; body is sent as JSON.
 	path func(queue string) string
 	body string
+	// bodyOf, when set, builds the body for a queue instead (POST
+	// /v1/schedules names the queue in its body).
+	bodyOf func(queue string) string
+	// scheduleID: the route names a schedule by id, and a missing one is
+	// 403 to every scoped key (it names no queue to tell the reach by).
+	scheduleID bool
+}
+
+// bodyFor is the request body for a queue.
+func (rt reachRoute) bodyFor(queue string) string {
+	if rt.bodyOf != nil {
+		return rt.bodyOf(queue)
+	}
+	return rt.body
+}
+
+// onSchedule builds a schedule path: fakeSchedules knows "sc-<queue>" for
+// the configured queues only.
+func onSchedule(suffix string) func(string) string {
+	return func(q string) string { return "/v1/schedules/sc-" + q + suffix }
 }
 
 func onQueue(suffix string) func(string) string {
@@ -115,12 +132,16 @@ var reachRoutes = map[string]reachRoute{
 	"POST /v1/queues/{queue}/dead/replay": {path: onQueue("/dead/replay"), body: `{"all":true}`},
 	"POST /v1/queues/{queue}/pause":       {path: onQueue("/pause"), body: `{}`},
 	"POST /v1/queues/{queue}/resume":      {path: onQueue("/resume"), body: `{}`},
-	"PUT /v1/queues/{queue}": {creates: true, path: onQueue(""),
-		body: `{"webhookUrl":"https://hooks.example.com/x","signingSecret":"whsec_reach_test_secret"}`},
-	"PATCH /v1/queues/{queue}":       {path: onQueue(""), body: `{"concurrency":2}`},
-	"DELETE /v1/queues/{queue}":      {path: onQueue("")},
-	"POST /v1/jobs/{id}/cancel":      {path: onJob("/cancel"), body: `{}`},
-	"POST /v1/queues/{queue}/cancel": {path: onQueue("/cancel"), body: `{"all":true}`},
+	"POST /v1/jobs/{id}/cancel":           {path: onJob("/cancel"), body: `{}`},
+	"POST /v1/queues/{queue}/cancel":      {path: onQueue("/cancel"), body: `{"all":true}`},
+	"POST /v1/schedules": {path: fixed("/v1/schedules"), bodyOf: func(q string) string {
+		return `{"queue":"` + q + `","cron":"@every 1m","payload":{}}`
+	}},
+	"GET /v1/schedules":              {path: func(q string) string { return "/v1/schedules?queue=" + q }},
+	"GET /v1/schedules/{id}":         {scheduleID: true, path: onSchedule("")},
+	"DELETE /v1/schedules/{id}":      {scheduleID: true, path: onSchedule("")},
+	"POST /v1/schedules/{id}/pause":  {scheduleID: true, path: onSchedule("/pause"), body: `{}`},
+	"POST /v1/schedules/{id}/resume": {scheduleID: true, path: onSchedule("/resume"), body: `{}`},
 	"GET /healthz":                   {public: true, path: fixed("/healthz")},
 	"GET /readyz":                    {public: true, path: fixed("/readyz")},
 	"GET /v1/openapi.json":           {public: true, path: fixed("/v1/openapi.json")},
@@ -203,7 +224,7 @@ func TestReachEveryEndpointEveryKey(t *testing.T) {
 			t.Run(route+"/"+k.name, func(t *testing.T) {
 				t.Parallel()
 				h := newReachHarness(t)
-				code, body := h.as(t, k, method, rt.path(queueA), rt.body)
+				code, body := h.as(t, k, method, rt.path(queueA), rt.bodyFor(queueA))
 				switch {
 				case rt.public:
 					require.Equal(t, http.StatusOK, code, body)
@@ -239,8 +260,8 @@ func TestReachEveryEndpointEveryKey(t *testing.T) {
 				// and one that does not, without a backend call.
 				if !k.full {
 					before := backendCalls(h)
-					codeB, bodyB := h.as(t, k, method, rt.path(queueB), rt.body)
-					code404, body404 := h.as(t, k, method, rt.path(queueB404), rt.body)
+					codeB, bodyB := h.as(t, k, method, rt.path(queueB), rt.bodyFor(queueB))
+					code404, body404 := h.as(t, k, method, rt.path(queueB404), rt.bodyFor(queueB404))
 					require.Equal(t, http.StatusForbidden, codeB, bodyB)
 					require.Equal(t, http.StatusForbidden, code404, body404)
 					require.Equal(t, bodyB, body404, "a 403 must not tell an existing queue from a missing one")
@@ -251,13 +272,13 @@ func TestReachEveryEndpointEveryKey(t *testing.T) {
 				// Inside the reach, an unknown queue is 404 to a role that
 				// may use the route, 403 to one that may not.
 				if k.reachesA || k.full {
-					code, body := h.as(t, k, method, rt.path(queueA404), rt.body)
-					switch {
-					case (k.admin || rt.publisher) && rt.creates:
-						require.Equal(t, http.StatusCreated, code, body)
-					case k.admin || rt.publisher:
+					code, body := h.as(t, k, method, rt.path(queueA404), rt.bodyFor(queueA404))
+					if rt.scheduleID && !k.full {
+						require.Equal(t, http.StatusForbidden, code, body)
+						require.JSONEq(t, forbiddenMsg, body)
+					} else if k.admin || rt.publisher {
 						require.Equal(t, http.StatusNotFound, code, body)
-					default:
+					} else {
 						require.Equal(t, http.StatusForbidden, code, body)
 						require.JSONEq(t, forbiddenMsg, body)
 					}

@@ -299,7 +299,19 @@ func (s *Server) handleGetSchedule(w http.ResponseWriter, r *http.Request) {
 	s.respond(w, r, http.StatusOK, scheduleView(sc))
 }
 
+// handleDeleteSchedule is DELETE /v1/schedules/{id}; a body, if any, must
+// be {} (and is size-limited like every body).
 func (s *Server) handleDeleteSchedule(w http.ResponseWriter, r *http.Request) {
+	fields, ok := s.readObject(w, r, true)
+	if !ok {
+		return
+	}
+	v := newValidator()
+	v.onlyFields(fields)
+	if v.failed() {
+		writeValidation(w, v.errs)
+		return
+	}
 	id, q, ok := s.lookupSchedule(w, r)
 	if !ok {
 		return

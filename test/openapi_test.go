@@ -368,6 +368,11 @@ queues:
     signingSecret: whsec_oa
     rateLimitMax: 10
     rateLimitWindow: 1500ms
+schedules:
+  - id: fromfile
+    queue: idle
+    cron: "0 0 1 1 *"
+    payload: {}
 `, key, stdHook.URL, bpHook.URL, diesHook.URL, ackHook.URL, idleHook.URL)
 	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml, LogLevel: "info",
 		Env: []string{"SIMPLEQ_HTTP_MAXPAYLOADBYTES=4096", "SIMPLEQ_HTTP_MAXCONCURRENTREQUESTS=1"}})
@@ -482,6 +487,32 @@ queues:
 	call("GET", "/v1/queues/idle/events?limit=2", "", 200)
 	v.call(oaCall{method: "GET", path: "/metrics", noKey: true, want: 200})
 
+	// ---- schedules: create, replace, read, list, pause, resume, delete; a
+	// tick's job carries scheduleId ----
+	call("POST", "/v1/schedules", `{"queue":"std","cron":"@every 1s","payload":{"tick":true},"id":"oa-tick"}`, 201)
+	var tickJob string
+	require.Eventually(t, func() bool {
+		j, _ := call("GET", "/v1/schedules/oa-tick", "", 200).JSON(t)["lastJobId"].(string)
+		tickJob = j
+		return j != ""
+	}, 10*time.Second, 50*time.Millisecond, "the schedule never fired")
+	require.Equal(t, "oa-tick", call("GET", "/v1/jobs/"+tickJob, "", 200).JSON(t)["scheduleId"])
+	call("DELETE", "/v1/schedules/oa-tick", "", 204)
+	sched := `{"queue":"idle","cron":"0 9 * * 1-5","timezone":"Europe/Paris","payload":{"s":1},"flowKey":"fk","priority":3,"id":"idle"}`
+	call("POST", "/v1/schedules", sched, 201)
+	call("POST", "/v1/schedules", sched, 200)
+	call("POST", "/v1/schedules", `{"queue":"idle","cron":"*/5 * * * * *","payload":{},"timezone":null,"flowKey":null,"priority":null,"id":null}`, 201)
+	call("GET", "/v1/schedules", "", 200)
+	call("GET", "/v1/schedules?queue=idle", "", 200)
+	call("GET", "/v1/schedules/idle", "", 200)
+	call("GET", "/v1/schedules/fromfile", "", 200)
+	call("POST", "/v1/schedules/idle/pause", "", 200)
+	call("POST", "/v1/schedules/idle/resume", `{}`, 200)
+	v.call(oaCall{method: "DELETE", path: "/v1/schedules/fromfile", want: 409})
+	v.call(oaCall{method: "POST", path: "/v1/schedules", body: `{"queue":"idle","cron":"@every 1h","payload":{},"id":"fromfile"}`, want: 409})
+	v.call(oaCall{method: "POST", path: "/v1/schedules", body: `{"queue":"nope","cron":"@every 1h","payload":{}}`, want: 404})
+	v.call(oaCall{method: "GET", path: "/v1/schedules?queue=nope", want: 404})
+
 	// ---- 400: each operation's validation, naming the field ----
 	bad := func(method, path, body, field string) {
 		t.Helper()
@@ -518,6 +549,16 @@ queues:
 	bad("POST", "/v1/queues/idle/resume", `{"reason":"x"}`, "reason")
 	bad("GET", "/v1/queues/std/events?limit=0", "", "limit")
 	bad("GET", "/v1/queues/std/events?limit=257", "", "limit")
+	v.call(oaCall{method: "POST", path: "/v1/schedules", body: `{"queue":"idle","cron":"61 * * * *","payload":{}}`, want: 400, field: "cron", docCannotTell: true})
+	v.call(oaCall{method: "POST", path: "/v1/schedules", body: `{"queue":"idle","cron":"@every 1h","timezone":"Mars/Base","payload":{}}`, want: 400, field: "timezone", docCannotTell: true})
+	bad("POST", "/v1/schedules", `{"queue":"idle","cron":"@every 1h","payload":{},"priority":10}`, "priority")
+	bad("POST", "/v1/schedules", `{"queue":"idle","cron":"@every 1h","payload":{},"id":"a b"}`, "id")
+	bad("POST", "/v1/schedules", `{"cron":"@every 1h","payload":{}}`, "queue")
+	bad("POST", "/v1/schedules", `{"queue":"idle","cron":"@every 1h"}`, "payload")
+	v.call(oaCall{method: "GET", path: "/v1/schedules?queue=idle&queue=std", want: 400, field: "queue", docCannotTell: true})
+	bad("DELETE", "/v1/schedules/idle", `{"x":1}`, "x")
+	bad("POST", "/v1/schedules/idle/pause", `{"x":1}`, "x")
+	bad("POST", "/v1/schedules/idle/resume", `{"x":1}`, "x")
 
 	// ---- 409: callbacks on a standard-mode queue ----
 	for _, cb := range []string{"ack", "nack", "defer"} {
@@ -545,6 +586,13 @@ queues:
 		{"POST", "/v1/queues/%s/pause", `{}`, false, true},
 		{"POST", "/v1/queues/%s/resume", `{}`, false, true},
 		{"GET", "/v1/queues/%s/events", "", false, false},
+		// The schedule called "idle" (and "nope", which does not exist).
+		{"POST", "/v1/schedules", `{"queue":"idle","cron":"@every 1h","payload":{},"id":"idle"}`, false, true},
+		{"GET", "/v1/schedules", "", false, true},
+		{"GET", "/v1/schedules/%s", "", false, true},
+		{"DELETE", "/v1/schedules/%s", `{}`, false, true},
+		{"POST", "/v1/schedules/%s/pause", `{}`, false, true},
+		{"POST", "/v1/schedules/%s/resume", `{}`, false, true},
 	}
 	at := func(tg target, queue, job string) string {
 		if !strings.Contains(tg.path, "%s") {
