@@ -50,7 +50,8 @@ func reachAuth() *config.Auth {
 func reachQueues() map[string]config.Queue {
 	qs := map[string]config.Queue{}
 	for _, name := range []string{queueA, queueB} {
-		qs[name] = config.Queue{Name: name, WebhookURL: "https://hooks.example.com/" + name,
+		// API queues (Checked), so that the queue write routes may write them.
+		qs[name] = config.Queue{Name: name, WebhookURL: "https://hooks.example.com/" + name, Checked: true,
 			QueueSettings: config.QueueSettings{Mode: "ack", Concurrency: 1, MaxAttempts: 3, RateLimitWindow: time.Second}}
 	}
 	return qs
@@ -81,6 +82,9 @@ type reachRoute struct {
 	public bool
 	// list: GET /v1/queues, which answers 200 to every key, filtered.
 	list bool
+	// creates: PUT /v1/queues/{queue}, which creates an unknown queue
+	// (201) instead of answering 404.
+	creates bool
 	// path builds the request path for a queue; body is sent as JSON.
 	path func(queue string) string
 	body string
@@ -132,8 +136,12 @@ var reachRoutes = map[string]reachRoute{
 	"POST /v1/queues/{queue}/dead/replay": {path: onQueue("/dead/replay"), body: `{"all":true}`},
 	"POST /v1/queues/{queue}/pause":       {path: onQueue("/pause"), body: `{}`},
 	"POST /v1/queues/{queue}/resume":      {path: onQueue("/resume"), body: `{}`},
-	"POST /v1/jobs/{id}/cancel":           {path: onJob("/cancel"), body: `{}`},
-	"POST /v1/queues/{queue}/cancel":      {path: onQueue("/cancel"), body: `{"all":true}`},
+	"PUT /v1/queues/{queue}": {creates: true, path: onQueue(""),
+		body: `{"webhookUrl":"https://hooks.example.com/x","signingSecret":"whsec_reach_test_secret"}`},
+	"PATCH /v1/queues/{queue}":       {path: onQueue(""), body: `{"concurrency":2}`},
+	"DELETE /v1/queues/{queue}":      {path: onQueue("")},
+	"POST /v1/jobs/{id}/cancel":      {path: onJob("/cancel"), body: `{}`},
+	"POST /v1/queues/{queue}/cancel": {path: onQueue("/cancel"), body: `{"all":true}`},
 	"POST /v1/schedules": {path: fixed("/v1/schedules"), bodyOf: func(q string) string {
 		return `{"queue":"` + q + `","cron":"@every 1m","payload":{}}`
 	}},
@@ -273,12 +281,15 @@ func TestReachEveryEndpointEveryKey(t *testing.T) {
 				// may use the route, 403 to one that may not.
 				if k.reachesA || k.full {
 					code, body := h.as(t, k, method, rt.path(queueA404), rt.bodyFor(queueA404))
-					if rt.scheduleID && !k.full {
+					switch {
+					case rt.scheduleID && !k.full:
 						require.Equal(t, http.StatusForbidden, code, body)
 						require.JSONEq(t, forbiddenMsg, body)
-					} else if k.admin || rt.publisher {
+					case (k.admin || rt.publisher) && rt.creates:
+						require.Equal(t, http.StatusCreated, code, body)
+					case k.admin || rt.publisher:
 						require.Equal(t, http.StatusNotFound, code, body)
-					} else {
+					default:
 						require.Equal(t, http.StatusForbidden, code, body)
 						require.JSONEq(t, forbiddenMsg, body)
 					}

@@ -28,6 +28,7 @@ import (
 	"github.com/simpleq/simpleqd/fastserve"
 	"github.com/simpleq/simpleqd/ingest"
 	"github.com/simpleq/simpleqd/metrics"
+	"github.com/simpleq/simpleqd/queuesync"
 	"github.com/simpleq/simpleqd/redisconn"
 	"github.com/simpleq/simpleqd/store"
 	"github.com/simpleq/simpleqd/tracing"
@@ -46,8 +47,14 @@ var Version = "dev"
 
 // Daemon is one running simpleqd.
 type Daemon struct {
-	log   *zap.Logger
-	cfg   atomic.Pointer[config.Config]
+	log *zap.Logger
+	// cfg is the effective configuration: file holds the file's, and
+	// the queues created over the API are added to it (apiqueues.go).
+	cfg  atomic.Pointer[config.Config]
+	file atomic.Pointer[config.Config]
+	api  apiQueues
+	// sync keeps the API queues in step with Redis (package queuesync).
+	sync  *queuesync.Syncer
 	store *store.Store
 	// ingest merges concurrent publishes per queue into one script call.
 	ingest *ingest.Coalescer
@@ -76,8 +83,12 @@ type Daemon struct {
 // New connects to Redis (or starts the embedded store) and prepares every
 // component. It does not wait for Redis to answer: Run keeps retrying.
 func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
-	d := &Daemon{log: log}
+	d := &Daemon{log: log, api: apiQueues{conflicts: map[string]bool{}, known: map[string]bool{}}}
 	d.cfg.Store(cfg)
+	d.file.Store(cfg)
+	for _, name := range cfg.QueueNames() {
+		d.api.known[name] = true
+	}
 	rdb, mini, err := connect(cfg.Redis, log)
 	if err != nil {
 		return nil, err
@@ -120,9 +131,10 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 	})
 	d.bus = wakeup.New(rdb, cfg.Redis.Prefix+":wake", d.disp.Wake, log)
 	d.disp.SetBroadcast(d.bus)
-	d.initSchedules(cfg)
 	d.bus.SetAbortHandler(d.onAbort) // cancel in flight (cancel.go)
+	d.initSchedules(cfg)
 	d.disp.SetQueues(cfg.Queues)
+	d.sync = queuesync.New(queuesync.Options{Source: st, Redis: rdb, Apply: d.applyDefs, Logger: log.Named("queuesync")})
 	return d, nil
 }
 
@@ -170,7 +182,7 @@ func (d *Daemon) Listen() (net.Addr, error) {
 // Reload applies a new configuration: queue settings, new queues and API keys
 // take effect at once; Redis and listener settings need a restart.
 func (d *Daemon) Reload(cfg *config.Config) {
-	old := d.cfg.Load()
+	old := d.file.Load()
 	if !old.Redis.Same(cfg.Redis) || old.HTTP.Listen != cfg.HTTP.Listen {
 		d.log.Warn("reload: redis and http.listen changes need a restart; keeping the running values")
 		cfg.Redis, cfg.HTTP.Listen = old.Redis, old.HTTP.Listen
@@ -180,12 +192,12 @@ func (d *Daemon) Reload(cfg *config.Config) {
 		d.log.Warn("reload: tracing changes need a restart; keeping the running values")
 		cfg.Tracing = old.Tracing
 	}
-	d.cfg.Store(cfg)
+	d.file.Store(cfg)
 	if policy, err := cfg.Webhooks.Policy(); err == nil { // Load validated it
 		d.deliverer.SetWebhookPolicy(policy)
 	}
-	d.metrics.InitQueues(cfg.QueueNames())
-	d.disp.SetQueues(cfg.Queues)
+	// The file's queues and the API's, applied together (apiqueues.go).
+	d.rebuild(true)
 	d.reloadSchedules(cfg)
 	// package reload logs what changed at info; this line only confirms.
 	d.log.Debug("configuration applied", zap.Int("queues", len(cfg.Queues)))
@@ -223,6 +235,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if ok, err := d.loadScripts(gctx); !ok {
 			return err
 		}
+		// The queues created over the API, before the first request is
+		// ready to be served; the syncer keeps them in step from then on.
+		if err := d.sync.Load(gctx); err != nil && gctx.Err() == nil {
+			d.log.Warn("could not read the queues created over the API yet; retrying", zap.Error(err))
+		}
+		go func() { _ = d.sync.Run(gctx) }()
 		d.ready.Store(true)
 		d.startSchedules(gctx)
 		go func() { _ = d.bus.Run(gctx, d.disp.WakeAll) }()
