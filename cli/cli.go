@@ -92,6 +92,8 @@ var commands = map[string]command{
 	"pause":  {usage: "pause QUEUE [--reason R]", summary: "stop delivering a queue until resume", minArgs: 1, maxArgs: 1, setup: pauseCmd},
 	"resume": {usage: "resume QUEUE", summary: "end a pause, or cut a backpressure hold short (the queue probes)",
 		minArgs: 1, maxArgs: 1, setup: resumeCmd},
+	"schedule": {usage: scheduleUsage, summary: "create, list, show, delete, pause or resume schedules (cron jobs that publish to a queue)",
+		minArgs: 1, maxArgs: 2, setup: scheduleCmd},
 }
 
 // IsCommand reports whether name is one of this package's subcommands.
