@@ -203,12 +203,14 @@ if op == 'fire' then
           job = known
         else
           -- The record is the one publish.lua writes for a job without a
-          -- delay (lib.lua's encode_meta), plus its schedule (sid).
+          -- delay (lib.lua's encode_meta), plus its schedule (sid) and the
+          -- schedule's priority (control.md §2), which also scores it.
           local m = { c = now, s = now, x = now + P.lifetime, st = 'p', a = 0, d = 0, k = key, sid = id }
           local nl = string.find(def, '\n', 1, true)
+          local pri = tonumber(string.match(string.sub(def, 1, nl - 1), '"priority":(%d+)') or '0')
+          if pri > 0 then m.pri = pri end
           redis.call('HSET', K_JOBS, job, encode_meta(m) .. '\n' .. string.sub(def, nl + 1))
-          local now_s = fmt('%d', now)
-          redis.call('ZADD', K_WAITING, now_s, job)
+          redis.call('ZADD', K_WAITING, wait_score(now, m.pri), job)
           redis.call('ZADD', K_LIFETIMES, fmt('%d', m.x), job)
           redis.call('HSET', K_IDEM, key, job)
           published = published + 1

@@ -74,6 +74,7 @@ func TestSchedulesStore(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, job.ScheduleID)
 		require.Equal(t, "nightly", *job.ScheduleID)
+		require.Equal(t, 3, job.Priority, "the job carries its schedule's priority")
 		require.Equal(t, store.ScheduleTickKey("nightly", tick), *job.IdempotencyKey)
 		require.Equal(t, `{"n":12345678901234567890,"b":1}`, string(job.Payload))
 		st, err := s.QueueStatus(ctx, q)
