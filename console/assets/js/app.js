@@ -9,12 +9,15 @@ import queuesView from './views/queues.js';
 import queueView from './views/queue.js';
 import deadView from './views/dead.js';
 import jobView from './views/job.js';
+import schedulesView from './views/schedules.js';
 
 const routes = [
   [/^\/?$/, queuesView],
   [/^\/queues\/([^/]+)\/?$/, queueView],
   [/^\/queues\/([^/]+)\/dead\/?$/, deadView],
   [/^\/jobs\/([^/]+)\/?$/, jobView],
+  [/^\/schedules\/?$/, schedulesView],
+  [/^\/queues\/([^/]+)\/schedules\/?$/, schedulesView],
 ];
 
 const main = document.getElementById('main');
