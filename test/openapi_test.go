@@ -513,6 +513,22 @@ schedules:
 	v.call(oaCall{method: "POST", path: "/v1/schedules", body: `{"queue":"nope","cron":"@every 1h","payload":{}}`, want: 404})
 	v.call(oaCall{method: "GET", path: "/v1/schedules?queue=nope", want: 404})
 
+	// ---- replace a pending job; cancel one and in bulk (docs/control.md) ----
+	rk := idOf(call("POST", "/v1/queues/idle/jobs", `{"payload":{"v":1},"replaceKey":"oa-latest","delay":60}`, 201))
+	r = call("POST", "/v1/queues/idle/jobs", `{"payload":{"v":2},"replaceKey":"oa-latest","idempotencyKey":null}`, 200)
+	require.Equal(t, true, r.JSON(t)["replaced"])
+	r = call("POST", "/v1/queues/idle/jobs/batch", `{"jobs":[{"payload":{"v":3},"replaceKey":"oa-latest"},{"payload":{},"replaceKey":null,"delay":60}]}`, 200)
+	require.Equal(t, true, r.JSON(t)["jobs"].([]any)[0].(map[string]any)["replaced"])
+	other := r.JSON(t)["jobs"].([]any)[1].(map[string]any)["id"].(string)
+	require.Equal(t, "oa-latest", call("GET", "/v1/jobs/"+rk, "", 200).JSON(t)["replaceKey"])
+	r = call("POST", "/v1/jobs/"+rk+"/cancel", `{"reason":"oa"}`, 200)
+	require.Equal(t, "cancelled", r.JSON(t)["deadReason"])
+	call("POST", "/v1/jobs/"+other+"/cancel", "", 200)
+	v.call(oaCall{method: "POST", path: "/v1/jobs/" + rk + "/cancel", body: `{}`, want: 409})
+	r = call("POST", "/v1/queues/idle/cancel", `{"status":["pending","processing","awaiting_ack"],"createdBefore":"2000-01-01T00:00:00.000Z","reason":null}`, 200)
+	require.EqualValues(t, 0, r.JSON(t)["cancelled"])
+	call("POST", "/v1/queues/idle/cancel", `{"flowKey":"fk","all":true,"status":null}`, 200)
+
 	// ---- 400: each operation's validation, naming the field ----
 	bad := func(method, path, body, field string) {
 		t.Helper()
@@ -547,6 +563,12 @@ schedules:
 	bad("POST", "/v1/queues/dies/dead/replay", `{"ids":[""]}`, "ids.0")
 	bad("POST", "/v1/queues/idle/pause", `{"reason":7}`, "reason")
 	bad("POST", "/v1/queues/idle/resume", `{"reason":"x"}`, "reason")
+	bad("POST", "/v1/jobs/"+rk+"/cancel", `{"reason":"`+strings.Repeat("r", 501)+`"}`, "reason")
+	bad("POST", "/v1/queues/idle/cancel", `{}`, "")
+	bad("POST", "/v1/queues/idle/cancel", `{"status":["dead"]}`, "status")
+	bad("POST", "/v1/queues/idle/cancel", `{"all":false}`, "all")
+	bad("POST", "/v1/queues/idle/cancel", `{"createdBefore":"soon"}`, "createdBefore")
+	bad("POST", pub, `{"payload":{},"replaceKey":""}`, "replaceKey")
 	bad("GET", "/v1/queues/std/events?limit=0", "", "limit")
 	bad("GET", "/v1/queues/std/events?limit=257", "", "limit")
 	v.call(oaCall{method: "POST", path: "/v1/schedules", body: `{"queue":"idle","cron":"61 * * * *","payload":{}}`, want: 400, field: "cron", docCannotTell: true})
@@ -585,6 +607,8 @@ schedules:
 		{"POST", "/v1/queues/%s/dead/replay", `{"all":true}`, false, true},
 		{"POST", "/v1/queues/%s/pause", `{}`, false, true},
 		{"POST", "/v1/queues/%s/resume", `{}`, false, true},
+		{"POST", "/v1/jobs/%s/cancel", `{}`, true, true},
+		{"POST", "/v1/queues/%s/cancel", `{"all":true}`, false, true},
 		{"GET", "/v1/queues/%s/events", "", false, false},
 		// The schedule called "idle" (and "nope", which does not exist).
 		{"POST", "/v1/schedules", `{"queue":"idle","cron":"@every 1h","payload":{},"id":"idle"}`, false, true},
