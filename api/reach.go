@@ -61,6 +61,10 @@ var routeAccess = map[string]access{
 	"POST /v1/queues/{queue}/dead/replay": {config.RoleAdmin, fromQueue},
 	"POST /v1/queues/{queue}/pause":       {config.RoleAdmin, fromQueue},
 	"POST /v1/queues/{queue}/resume":      {config.RoleAdmin, fromQueue},
+	// Job lists and statistics (lists.go): a publisher lists its queues'
+	// jobs (runtime.md) and reads their statistics.
+	"GET /v1/queues/{queue}/jobs":  {config.RolePublisher, fromQueue},
+	"GET /v1/queues/{queue}/stats": {config.RolePublisher, fromQueue},
 	// Queues over the API (queuewrite.go): creating, changing and deleting
 	// a queue is the admin's, inside its reach.
 	"PUT /v1/queues/{queue}":    {config.RoleAdmin, fromQueue},

@@ -133,6 +133,8 @@ var reachRoutes = map[string]reachRoute{
 	"GET /v1/queues/{queue}":              {publisher: true, path: onQueue("")},
 	"GET /v1/queues/{queue}/dead":         {publisher: true, path: onQueue("/dead")},
 	"GET /v1/queues/{queue}/events":       {publisher: true, path: onQueue("/events")},
+	"GET /v1/queues/{queue}/jobs":         {publisher: true, path: onQueue("/jobs?status=pending")},
+	"GET /v1/queues/{queue}/stats":        {publisher: true, path: onQueue("/stats")},
 	"POST /v1/queues/{queue}/dead/replay": {path: onQueue("/dead/replay"), body: `{"all":true}`},
 	"POST /v1/queues/{queue}/pause":       {path: onQueue("/pause"), body: `{}`},
 	"POST /v1/queues/{queue}/resume":      {path: onQueue("/resume"), body: `{}`},

@@ -132,6 +132,7 @@ func (s *Server) routes() {
 	s.registerQueueRoutes()
 	s.registerQueueWriteRoutes()
 	s.registerAdminRoutes()
+	s.registerListRoutes()
 	s.registerCancelRoutes()
 	s.registerEventRoutes()
 	s.registerScheduleRoutes()

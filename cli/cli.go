@@ -93,6 +93,10 @@ var commands = map[string]command{
 	"pause":  {usage: "pause QUEUE [--reason R]", summary: "stop delivering a queue until resume", minArgs: 1, maxArgs: 1, setup: pauseCmd},
 	"resume": {usage: "resume QUEUE", summary: "end a pause, or cut a backpressure hold short (the queue probes)",
 		minArgs: 1, maxArgs: 1, setup: resumeCmd},
+	"jobs": {usage: "jobs QUEUE --status S [--limit N] [--cursor C]", summary: "list a queue's jobs in one status, in delivery order (completed and dead: newest first)",
+		maxArgs: 1, setup: jobsCmd},
+	"stats": {usage: "stats QUEUE [--since T] [--until T]", summary: "show a queue's fleet-wide deliveries, 429s, holds, probes and dead jobs per minute (default: the last hour)",
+		maxArgs: 1, setup: statsCmd},
 	"schedule": {usage: scheduleUsage, summary: "create, list, show, delete, pause or resume schedules (cron jobs that publish to a queue)",
 		minArgs: 1, maxArgs: 2, setup: scheduleCmd},
 }

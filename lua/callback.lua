@@ -4,7 +4,9 @@
 -- the daemon has read the webhook's 2xx (the daemon's later "delivered" settle
 -- then finds its token gone and is ignored).
 --
--- KEYS: the queue keys of lib.lua.
+-- KEYS: the queue keys of lib.lua, then KEYS[12] the queue's statistics
+-- (lib.lua stats_flush; lib.lua names KEYS[12] K_CALL, which this script
+-- never uses).
 -- ARGV[1..19]: queue parameters (lib.lua).
 -- ARGV[20..26]: id, kind ("ack"|"nack"|"defer"), attempt ("" when not given),
 --   retryable ("1"|"0", nack), retryAfter ms (defer), scope ("queue"|"job",
@@ -46,4 +48,7 @@ elseif kind == 'defer' then
 else
   return redis.error_reply('callback: unknown kind ' .. tostring(kind))
 end
+local counts = {}
+stats_outcome(counts, now, kind, code, word, now + (retry_after or 0), scope == 'queue')
+stats_flush(KEYS[12], now, counts)
 return { word, detail, '' }

@@ -4,6 +4,7 @@
 --
 -- KEYS: the queue keys of lib.lua.
 -- KEYS[12]: the call log of this token prefix (lib.lua K_CALL).
+-- KEYS[13]: the queue's statistics (lib.lua stats_flush).
 -- ARGV[1..19]: queue parameters (lib.lua).
 -- ARGV[20]: max, the most jobs this caller can take now (its free local slots).
 --           0: housekeeping only (a caller whose slots are all busy); the
@@ -29,6 +30,10 @@
 --         createdAt from its meta, which is cheaper there than in Lua.
 local again = call_replay(0, ARGV[ARG0 + 2])
 if again then return again end
-local r = claim_jobs(now_ms(), tonumber(ARGV[ARG0 + 1]), ARGV[ARG0 + 2])
+local now = now_ms()
+local r = claim_jobs(now, tonumber(ARGV[ARG0 + 1]), ARGV[ARG0 + 2])
 if r[1] == 'CLAIMED' then call_record({}, r) end
+local counts = {}
+stats_claim(counts, r)
+stats_flush(KEYS[13], now, counts)
 return r

@@ -918,3 +918,149 @@ local function cancel_job(id, m, payload, now, err)
   return was, token
 end
 
+-- Fleet-wide statistics (docs/control.md "Statistics"): per queue, counters
+-- in one-minute buckets on Redis' clock, in one hash (KEY_STATS, passed by
+-- claim, settle and callback as their last key) with fields
+-- "<minute>:<counter>" (minute = floor(ms / 60000)), plus
+--   cur    the latest minute written;
+--   mins   the minutes that have buckets, ascending, comma-joined;
+--   holds  hold windows asked for, "<from ms>-<until ms>" comma-joined.
+-- Counters: ok (deliveries that succeeded: a standard 2xx or an ack), fail
+-- (failed: the webhook's answer or its absence, a nack), lost (leases that
+-- expired, ack timeouts), defer (backpressure: 429/503/529 or a defer
+-- callback), r429 (of those, HTTP 429), start (deliveries started), probe
+-- (probes started), hold (holds asked for: queue-scope defers and breaker
+-- trips), dead (jobs that died here). A script counts what it did in a
+-- table and calls stats_flush once at its end: one HINCRBY per counter that
+-- is not zero, never one per job. The first write to a new minute (an
+-- HINCRBY answering its own increment) rolls the buckets over: minutes
+-- older than STATS_MINUTES go (HDEL), and the key expires an hour after
+-- the retention when nothing writes, so memory stays bounded per queue.
+local STATS_MINUTES = 1440
+local STATS_COUNTERS = { 'ok', 'fail', 'lost', 'defer', 'r429', 'start', 'probe', 'hold', 'dead' }
+
+-- Counts a claim_jobs reply (claim.lua, settle.lua's refill) into c.
+local function stats_claim(c, r)
+  if not r then return end
+  local n = tonumber(r[3]) or 0
+  for i = 4, 3 + 4 * n, 4 do
+    if r[i] == 'lifetime' then
+      c.dead = (c.dead or 0) + 1
+    else -- lease_expired, ack_timeout
+      c.lost = (c.lost or 0) + 1
+      if r[i + 2] == 'DEAD' then c.dead = (c.dead or 0) + 1 end
+    end
+  end
+  if r[1] == 'CLAIMED' then
+    local first = 4 + 4 * n
+    c.start = (c.start or 0) + (#r - first + 1) / 4
+    for i = first + 2, #r, 4 do
+      if r[i] == '1' then c.probe = (c.probe or 0) + 1 end
+    end
+  end
+end
+
+-- Notes a hold asked for at now until `release` (ms) into c.
+local function stats_hold(c, now, release)
+  c.hold = (c.hold or 0) + 1
+  if not c.hold_until or release > c.hold_until then c.hold_until = release end
+  c.hold_from = c.hold_from or now
+end
+
+-- Counts one applied outcome: its kind (settle's ok, delivered, fail,
+-- defer; callback's ack, nack, defer), webhook status code, the word the
+-- transition answered and, for a defer, the release it asked for.
+local function stats_outcome(c, now, kind, code, word, release, queue_scope)
+  if word == 'STALE' or word == 'RELEASED' or word == nil then return end
+  if kind == 'ok' or kind == 'ack' then
+    c.ok = (c.ok or 0) + 1
+  elseif kind == 'fail' or kind == 'nack' then
+    c.fail = (c.fail or 0) + 1
+  elseif kind == 'defer' then
+    c.defer = (c.defer or 0) + 1
+    if code == 429 then c.r429 = (c.r429 or 0) + 1 end
+    if queue_scope and release then stats_hold(c, now, release) end
+  end
+  if word == 'DEAD' then c.dead = (c.dead or 0) + 1 end
+end
+
+-- Writes c into the statistics hash key: the one call per script call.
+local function stats_flush(key, now, c)
+  if not key then return end
+  local minute = math.floor(now / 60000)
+  local fresh = false
+  for _, name in ipairs(STATS_COUNTERS) do
+    local n = c[name]
+    if n and n > 0 then
+      if redis.call('HINCRBY', key, fmt('%d:%s', minute, name), n) == n then fresh = true end
+    end
+  end
+  if c.hold_until then
+    -- The latest window grows while asks overlap it; a new one starts after.
+    local w = redis.call('HGET', key, 'holds') or ''
+    local head, from, to = string.match(w, '^(.-)(%d+)%-(%d+)$')
+    local keep = now - STATS_MINUTES * 60000
+    if from and tonumber(to) >= c.hold_from then
+      if c.hold_until > tonumber(to) then
+        w = head .. from .. '-' .. fmt('%d', c.hold_until)
+      else
+        w = nil
+      end
+    else
+      w = w .. (w == '' and '' or ',') .. fmt('%d-%d', c.hold_from, c.hold_until)
+    end
+    if w then
+      -- Windows that ended before the retention go, at most 500 stay.
+      local parts = split(w, ',')
+      local first = 1
+      while first < #parts and (#parts - first >= 500 or tonumber(string.match(parts[first], '%-(%d+)$')) < keep) do
+        first = first + 1
+      end
+      if first > 1 then w = table.concat(parts, ',', first) end
+      redis.call('HSET', key, 'holds', w)
+    end
+  end
+  if fresh and redis.call('HGET', key, 'cur') ~= fmt('%d', minute) then
+    local oldest = minute - STATS_MINUTES + 1
+    local mins = redis.call('HGET', key, 'mins') or ''
+    local kept, gone = {}, {}
+    if mins ~= '' then
+      for _, m in ipairs(split(mins, ',')) do
+        if tonumber(m) >= oldest then
+          kept[#kept + 1] = m
+        else
+          for _, name in ipairs(STATS_COUNTERS) do gone[#gone + 1] = m .. ':' .. name end
+        end
+      end
+    end
+    for i = 1, #gone, 900 do -- unpack is bounded by Lua's C stack
+      redis.call('HDEL', key, unpack(gone, i, math.min(i + 899, #gone)))
+    end
+    kept[#kept + 1] = fmt('%d', minute)
+    redis.call('HSET', key, 'cur', fmt('%d', minute), 'mins', table.concat(kept, ','))
+    redis.call('PEXPIRE', key, (STATS_MINUTES + 60) * 60000)
+  end
+end
+
+-- settle.lua's statistics: its n outcomes (ARGV, see settle.lua), the
+-- words it answered (out) and its refill claim, written with stats_flush.
+local function stats_settle(key, now, out, n, claim)
+  local c = {}
+  for i = 0, n - 1 do
+    local b = ARG0 + 2 + i * 7
+    local kind, release = ARGV[b + 2], nil
+    if kind == 'defer' then
+      local ra = ARGV[b + 5]
+      if string.sub(ra, 1, 1) == '@' then
+        release = math.max(now, tonumber(string.sub(ra, 2)) or now)
+      else
+        release = now + (tonumber(ra) or 0)
+      end
+    end
+    stats_outcome(c, now, kind, tonumber(ARGV[b + 3]), out[i * 3 + 1], release, true)
+    local tripped_at = string.match(out[i * 3 + 3] or '', '^breaker|(%d+)$')
+    if tripped_at then stats_hold(c, now, tonumber(tripped_at)) end
+  end
+  stats_claim(c, claim)
+  stats_flush(key, now, c)
+end

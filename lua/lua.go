@@ -37,10 +37,14 @@ const (
 	// which queue (runtime.md §4).
 	Schedule   = "schedule"
 	SchedIndex = "schedindex"
+	// Lists reads one page of a queue's jobs by status; Stats reads its
+	// per-minute statistics (control.md §4, docs/control.md).
+	Lists = "lists"
+	Stats = "stats"
 )
 
 // All lists every script, so start-up can load each one before serving.
-var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, QueueDef, QueueDrop, Registry, Cancel, Schedule, SchedIndex}
+var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, QueueDef, QueueDrop, Registry, Cancel, Schedule, SchedIndex, Lists, Stats}
 
 // Source returns the full source of a script: the shared prelude followed by
 // the script's own body.

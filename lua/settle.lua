@@ -5,6 +5,7 @@
 --
 -- KEYS: the queue keys of lib.lua.
 -- KEYS[12]: the call log of the refill's token prefix (lib.lua K_CALL).
+-- KEYS[13]: the queue's statistics (lib.lua stats_flush).
 -- ARGV[1..19]: queue parameters (lib.lua).
 -- ARGV[20]: n outcomes; then per outcome 7 values:
 --   id, token, kind, webhook status code ("" if none), error text,
@@ -138,6 +139,7 @@ if claim_max and claim_max > 0 then
   claim = claim_jobs(now, claim_max, ARGV[ARG0 + 3 + n * 7], skip)
 end
 call_record(out, claim)
+stats_settle(KEYS[13], now, out, n, claim)
 if claim then
   for _, v in ipairs(claim) do out[#out + 1] = v end
 end

@@ -438,7 +438,7 @@ func (s *Store) Callback(ctx context.Context, q config.Queue, cb Callback) (Sett
 	}
 	args := append(s.params(q, 7), cb.JobID, string(cb.Kind), attempt, retryable,
 		ms(cb.RetryAfter), string(scope), cb.Reason)
-	res, err := s.run(ctx, lua.Callback, q, args)
+	res, err := s.runKeys(ctx, lua.Callback, q, append(s.Keys(q.Name), s.statsKey(q.Name)), args)
 	if err != nil {
 		return Settled{}, err
 	}

@@ -163,9 +163,10 @@ func (s *Store) run(ctx context.Context, name string, q config.Queue, args []any
 	return s.runKeys(ctx, name, q, s.Keys(q.Name), args)
 }
 
-// runCall runs a claim or settle script with the call log of call as KEYS[12].
+// runCall runs a claim or settle script with the call log of call as
+// KEYS[12] and the queue's statistics as KEYS[13].
 func (s *Store) runCall(ctx context.Context, name string, q config.Queue, call string, args []any) (any, error) {
-	return s.runKeys(ctx, name, q, append(s.Keys(q.Name), s.callKey(q.Name, call)), args)
+	return s.runKeys(ctx, name, q, append(s.Keys(q.Name), s.callKey(q.Name, call), s.statsKey(q.Name)), args)
 }
 
 func (s *Store) runKeys(ctx context.Context, name string, q config.Queue, keys []string, args []any) (any, error) {
@@ -249,3 +250,10 @@ func toStr(v any) string {
 }
 
 func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+// statsKey is the queue's statistics hash (lib.lua stats_flush), passed
+// after the queue keys to the scripts that count: it carries the queue's
+// hash tag like every key.
+func (s *Store) statsKey(queue string) string {
+	return s.opts.Prefix + ":{" + queue + "}:stats"
+}

@@ -476,6 +476,28 @@ schedules:
 	ack3 := idOf(call("POST", "/v1/queues/ack/jobs", `{"payload":{"a":3}}`, 201))
 	waitStatus(ack3, "awaiting_ack") // stays so: the target of the error cases below
 
+	// ---- job lists by status, with pages; statistics (docs/control.md) ----
+	r = call("GET", "/v1/queues/std/jobs?status=completed&limit=1", "", 200)
+	require.Len(t, r.JSON(t)["jobs"], 1)
+	cursor = r.JSON(t)["nextCursor"].(string)
+	call("GET", "/v1/queues/std/jobs?status=completed&limit=1000&cursor="+cursor, "", 200)
+	r = call("GET", "/v1/queues/std/jobs?status=pending", "", 200)
+	require.Equal(t, delayed, r.JSON(t)["jobs"].([]any)[0].(map[string]any)["id"], "the delayed job waits")
+	call("GET", "/v1/queues/std/jobs?status=processing&limit=10", "", 200)
+	r = call("GET", "/v1/queues/ack/jobs?status=awaiting_ack", "", 200)
+	require.Equal(t, ack3, r.JSON(t)["jobs"].([]any)[0].(map[string]any)["id"])
+	call("GET", "/v1/queues/ack/jobs?status=dead", "", 200)
+	r = call("GET", "/v1/queues/std/jobs?status=pending&flowKey=tenant-a", "", 200)
+	require.Empty(t, r.JSON(t)["jobs"], "no job has a flow key yet")
+	r = call("GET", "/v1/queues/bp/stats", "", 200)
+	totals := r.JSON(t)["totals"].(map[string]any)
+	require.EqualValues(t, 1, totals["http429"])
+	require.EqualValues(t, 1, totals["probes"])
+	require.NotEmpty(t, r.JSON(t)["holds"])
+	until := time.Now().UTC().Add(time.Minute).Format("2006-01-02T15:04:05.000Z")
+	r = call("GET", "/v1/queues/std/stats?since="+time.Now().UTC().Add(-10*time.Minute).Format(time.RFC3339)+"&until="+until, "", 200)
+	require.Len(t, r.JSON(t)["buckets"], 11, "ten minutes back to now, whole minutes")
+
 	// ---- queues: all, one, pause, resume ----
 	call("GET", "/v1/queues", "", 200)
 	call("GET", "/v1/queues/std", "", 200)
@@ -571,6 +593,14 @@ schedules:
 	bad("POST", pub, `{"payload":{},"replaceKey":""}`, "replaceKey")
 	bad("GET", "/v1/queues/std/events?limit=0", "", "limit")
 	bad("GET", "/v1/queues/std/events?limit=257", "", "limit")
+	bad("GET", "/v1/queues/std/jobs", "", "status")
+	bad("GET", "/v1/queues/std/jobs?status=waiting", "", "status")
+	bad("GET", "/v1/queues/std/jobs?status=dead&limit=1001", "", "limit")
+	bad("GET", "/v1/queues/std/jobs?status=dead&flowKey="+strings.Repeat("k", 256), "", "flowKey")
+	v.call(oaCall{method: "GET", path: "/v1/queues/std/jobs?status=dead&flowKey=a%01b", want: 400, field: "flowKey", docCannotTell: true})
+	v.call(oaCall{method: "GET", path: "/v1/queues/std/jobs?status=dead&cursor=bm90LWEtY3Vyc29y", want: 400, field: "cursor", docCannotTell: true})
+	bad("GET", "/v1/queues/std/stats?since=yesterday", "", "since")
+	v.call(oaCall{method: "GET", path: "/v1/queues/std/stats?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", want: 400, field: "since", docCannotTell: true})
 	v.call(oaCall{method: "POST", path: "/v1/schedules", body: `{"queue":"idle","cron":"61 * * * *","payload":{}}`, want: 400, field: "cron", docCannotTell: true})
 	v.call(oaCall{method: "POST", path: "/v1/schedules", body: `{"queue":"idle","cron":"@every 1h","timezone":"Mars/Base","payload":{}}`, want: 400, field: "timezone", docCannotTell: true})
 	bad("POST", "/v1/schedules", `{"queue":"idle","cron":"@every 1h","payload":{},"priority":10}`, "priority")
@@ -610,6 +640,8 @@ schedules:
 		{"POST", "/v1/jobs/%s/cancel", `{}`, true, true},
 		{"POST", "/v1/queues/%s/cancel", `{"all":true}`, false, true},
 		{"GET", "/v1/queues/%s/events", "", false, false},
+		{"GET", "/v1/queues/%s/jobs?status=pending", "", false, true},
+		{"GET", "/v1/queues/%s/stats", "", false, true},
 		// The schedule called "idle" (and "nope", which does not exist).
 		{"POST", "/v1/schedules", `{"queue":"idle","cron":"@every 1h","payload":{},"id":"idle"}`, false, true},
 		{"GET", "/v1/schedules", "", false, true},
