@@ -164,71 +164,113 @@ end
 if op == 'due' then
   local now = now_ms()
   local max = tonumber(ARGV[ARG0 + 2])
-  local ids = redis.call('ZRANGEBYSCORE', K_SDUE, '-inf', now, 'WITHSCORES', 'LIMIT', 0, max)
+  local ids = redis.call('ZRANGEBYSCORE', K_SDUE, '-inf', now, 'LIMIT', 0, max)
   local out = { now, earliest() }
-  for i = 1, #ids, 2 do
-    local r = run_of(ids[i])
+  if #ids == 0 then return out end
+  local runs = redis.call('HMGET', K_SRUN, unpack(ids))
+  local drop = {}
+  for i, id in ipairs(ids) do
+    local r = runs[i] and cjson.decode(runs[i])
     if r and r.p == 0 then
-      out[#out + 1] = ids[i]
+      out[#out + 1] = id
       out[#out + 1] = fmt('%d', r.n)
       out[#out + 1] = r.spec
     else
-      -- An index entry without a live run state: drop it.
-      redis.call('ZREM', K_SDUE, ids[i])
+      drop[#drop + 1] = id -- an index entry without a live run state
     end
   end
+  if #drop > 0 then redis.call('ZREM', K_SDUE, unpack(drop)) end
   return out
 end
 
+-- A firing round reads and writes in batches (a handful of commands per
+-- call, not per schedule): a busy queue fires many schedules a second.
 if op == 'fire' then
   local now = now_ms()
   local n = tonumber(ARGV[ARG0 + 2])
-  local words = {}
-  local published = 0
-  for i = 0, n - 1 do
-    local b = ARG0 + 3 + i * 5
-    local id, expected, tick, after, job = ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), ARGV[b + 4]
-    local r = run_of(id)
-    local def = redis.call('HGET', K_SDEF, id)
-    local word = 'STALE'
-    if r and def and r.p == 0 and r.n == expected then
+  local ids = {}
+  for i = 1, n do ids[i] = ARGV[ARG0 + 3 + (i - 1) * 5] end
+  local runs = redis.call('HMGET', K_SRUN, unpack(ids))
+  local defs = redis.call('HMGET', K_SDEF, unpack(ids))
+  local words, due, keys = {}, {}, {}
+  for i = 1, n do
+    local b = ARG0 + 3 + (i - 1) * 5
+    local expected, tick = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
+    local r = runs[i] and cjson.decode(runs[i])
+    words[i] = 'STALE'
+    if r and defs[i] and r.p == 0 and r.n == expected then
       if tick > now then
-        word = 'EARLY'
+        words[i] = 'EARLY'
       else
         -- The tick is part of the job's idempotency.
-        local key = fmt('schedule:%s:%d', id, tick)
-        local known = redis.call('HGET', K_IDEM, key)
-        if known and redis.call('HEXISTS', K_JOBS, known) == 1 then
-          word = 'DUP'
-          job = known
-        else
-          -- The record is the one publish.lua writes for a job without a
-          -- delay (lib.lua's encode_meta), plus its schedule (sid) and the
-          -- schedule's priority (control.md §2), which also scores it.
-          local m = { c = now, s = now, x = now + P.lifetime, st = 'p', a = 0, d = 0, k = key, sid = id }
-          local nl = string.find(def, '\n', 1, true)
-          local pri = tonumber(string.match(string.sub(def, 1, nl - 1), '"priority":(%d+)') or '0')
-          if pri > 0 then m.pri = pri end
-          redis.call('HSET', K_JOBS, job, encode_meta(m) .. '\n' .. string.sub(def, nl + 1))
-          redis.call('ZADD', K_WAITING, wait_score(now, m.pri), job)
-          redis.call('ZADD', K_LIFETIMES, fmt('%d', m.x), job)
-          redis.call('HSET', K_IDEM, key, job)
-          published = published + 1
-          word = 'FIRED'
-        end
-        r.l = tick
-        r.j = job
-        r.n = after
-        save_run(id, r)
+        local key = fmt('schedule:%s:%d', ids[i], tick)
+        due[#due + 1] = { i = i, r = r, key = key, tick = tick, after = tonumber(ARGV[b + 3]), job = ARGV[b + 4] }
+        keys[#keys + 1] = key
       end
     end
-    words[#words + 1] = word
-    words[#words + 1] = (word == 'FIRED' or word == 'DUP') and job or ''
-    words[#words + 1] = fmt('%d', tick)
   end
-  if published > 0 then redis.call('HINCRBY', K_STATE, 'n_pending', published) end
+  local known = {}
+  if #keys > 0 then
+    local found = redis.call('HMGET', K_IDEM, unpack(keys))
+    for k, key in ipairs(keys) do
+      if found[k] then known[key] = found[k] end
+    end
+  end
+  local jobs, waiting, lifetimes, idem, runset, sdue = {}, {}, {}, {}, {}, {}
+  local jobids = {}
+  for _, f in ipairs(due) do
+    local id, def = ids[f.i], defs[f.i]
+    local prior = known[f.key]
+    if prior and redis.call('HEXISTS', K_JOBS, prior) == 1 then
+      words[f.i] = 'DUP'
+      jobids[f.i] = prior
+      f.r.j = prior
+    else
+      -- The record is the one publish.lua writes for a job without a
+      -- delay (lib.lua's encode_meta), plus its schedule (sid) and the
+      -- schedule's priority (control.md §2), which also scores it.
+      local m = { c = now, s = now, x = now + P.lifetime, st = 'p', a = 0, d = 0, k = f.key, sid = id }
+      local nl = string.find(def, '\n', 1, true)
+      local pri = tonumber(string.match(string.sub(def, 1, nl - 1), '"priority":(%d+)') or '0')
+      if pri > 0 then m.pri = pri end
+      local w = #jobs
+      jobs[w + 1] = f.job
+      jobs[w + 2] = encode_meta(m) .. '\n' .. string.sub(def, nl + 1)
+      waiting[w + 1] = wait_score(now, m.pri)
+      waiting[w + 2] = f.job
+      lifetimes[w + 1] = fmt('%d', m.x)
+      lifetimes[w + 2] = f.job
+      idem[w + 1] = f.key
+      idem[w + 2] = f.job
+      words[f.i] = 'FIRED'
+      jobids[f.i] = f.job
+      f.r.j = f.job
+    end
+    f.r.l = f.tick
+    f.r.n = f.after
+    runset[#runset + 1] = id
+    runset[#runset + 1] = encode_run(f.r)
+    sdue[#sdue + 1] = fmt('%d', f.after)
+    sdue[#sdue + 1] = id
+  end
+  if #jobs > 0 then
+    redis.call('HSET', K_JOBS, unpack(jobs))
+    redis.call('ZADD', K_WAITING, unpack(waiting))
+    redis.call('ZADD', K_LIFETIMES, unpack(lifetimes))
+    redis.call('HSET', K_IDEM, unpack(idem))
+    redis.call('HINCRBY', K_STATE, 'n_pending', #jobs / 2)
+  end
+  if #runset > 0 then
+    redis.call('HSET', K_SRUN, unpack(runset))
+    redis.call('ZADD', K_SDUE, unpack(sdue))
+  end
   local out = { now, earliest() }
-  for _, w in ipairs(words) do out[#out + 1] = w end
+  for i = 1, n do
+    local b = ARG0 + 3 + (i - 1) * 5
+    out[#out + 1] = words[i]
+    out[#out + 1] = jobids[i] or ''
+    out[#out + 1] = ARGV[b + 2]
+  end
   return out
 end
 
