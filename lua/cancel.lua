@@ -64,13 +64,28 @@ if not phase_wanted(phase) then
 end
 
 local key = phase == 'w' and K_WAITING or K_INFLIGHT
-local scan = redis.call('ZSCAN', key, cursor, 'COUNT', count)
+local scan
+if phase == 'w' and not want and not before then
+  -- Every waiting job matches, and every one looked at leaves the set:
+  -- take the front, COUNT at a time (cheaper than ZSCAN's dict walk).
+  local front = redis.call('ZRANGE', K_WAITING, 0, count - 1, 'WITHSCORES')
+  scan = { #front == 0 and '0' or 'front', front }
+else
+  scan = redis.call('ZSCAN', key, cursor, 'COUNT', count)
+end
 local ids = {}
 for i = 1, #scan[2], 2 do
   local id = scan[2][i]
   if string.sub(id, 1, 1) ~= '~' then ids[#ids + 1] = id end
 end
 local n, aborted = 0, {}
+-- Waiting jobs, the bulk of a big cancel, are written together: one ZREM,
+-- HSET and ZADD per set for the whole step, and the record edited as a
+-- string (st becomes d; ca, dr and e appended) when it holds none of
+-- those members yet; anything else goes through cancel_job.
+local gone, recs_out, dead, purge, pend = {}, {}, {}, {}, 0
+local now_s = fmt('%d', now)
+local tail = fmt(',"ca":%d,"dr":"cancelled","e":%s}', now, cjson.encode(err))
 if #ids > 0 then
   local recs = redis.call('HMGET', K_JOBS, unpack(ids))
   for i, id in ipairs(ids) do
@@ -89,16 +104,41 @@ if #ids > 0 then
         ok = want[status]
       end
       if ok then
-        local m, payload = split_record(rec)
-        local _, token = cancel_job(id, m, payload, now, err)
         n = n + 1
-        if token and token ~= '' then
-          aborted[#aborted + 1] = id
-          aborted[#aborted + 1] = token
+        local nl = string.find(rec, '\n', 1, true)
+        local meta = string.sub(rec, 1, nl - 1)
+        if phase == 'w' and not is_probe(id) and not string.find(meta, ',"e":', 1, true)
+          and not string.find(meta, ',"ca":', 1, true) and not string.find(meta, ',"dr":', 1, true)
+          and not string.find(meta, ',"rk":', 1, true) then
+          local at = string.find(meta, '"st":"', 1, true)
+          gone[#gone + 1] = id
+          recs_out[#recs_out + 1] = id
+          recs_out[#recs_out + 1] = string.sub(meta, 1, at + 5) .. 'd' .. string.sub(meta, at + 7, -2) .. tail ..
+            string.sub(rec, nl)
+          dead[#dead + 1] = now_s
+          dead[#dead + 1] = id
+          purge[#purge + 1] = fmt('%d', purge_at({ c = tonumber(c) }, now))
+          purge[#purge + 1] = id
+          if st == 'p' then pend = pend + 1 end
+        else
+          local m, payload = split_record(rec)
+          local _, token = cancel_job(id, m, payload, now, err)
+          if token and token ~= '' then
+            aborted[#aborted + 1] = id
+            aborted[#aborted + 1] = token
+          end
         end
       end
     end
   end
+end
+if #gone > 0 then
+  redis.call('ZREM', K_WAITING, unpack(gone))
+  redis.call('ZREM', K_LIFETIMES, unpack(gone))
+  redis.call('HSET', K_JOBS, unpack(recs_out))
+  redis.call('ZADD', K_DEAD, unpack(dead))
+  redis.call('ZADD', K_PURGE, unpack(purge))
+  if pend > 0 then redis.call('HINCRBY', K_STATE, 'n_pending', -pend) end
 end
 local out = { n }
 if scan[1] == '0' then

@@ -77,9 +77,9 @@ type CancelFilter struct {
 }
 
 // CancelBatch is the ZSCAN COUNT of one bulk cancel script call: about that
-// many jobs looked at and cancelled per call. At 200 a call holds Redis for
+// many jobs looked at and cancelled per call. At 100 a call holds Redis for
 // about a millisecond or two (docs/performance.md measures it).
-var CancelBatch = 200
+var CancelBatch = 100
 
 // CancelCursor is where a bulk cancel goes on: the set being scanned ("w"
 // the waiting jobs, "f" the in-flight set; "" when done) and its ZSCAN
