@@ -81,7 +81,7 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"publish": {usage: "publish QUEUE [--payload JSON | --payload-file FILE] [--idempotency-key K] [--delay SECONDS]",
+	"publish": {usage: "publish QUEUE [--payload JSON | --payload-file FILE] [--idempotency-key K] [--delay SECONDS] [--priority P] [--replace-key K]",
 		summary: "publish one job (payload defaults to {}; --payload-file - reads stdin)", minArgs: 1, maxArgs: 1, setup: publishCmd},
 	"job":    {usage: "job ID", summary: "show a job with its history", minArgs: 1, maxArgs: 1, setup: jobCmd},
 	"queues": {usage: "queues", summary: "list every queue with its counts and hold state", maxArgs: 0, setup: queuesCmd},
@@ -90,7 +90,9 @@ var commands = map[string]command{
 	"dead": {usage: "dead QUEUE [--limit N] [--cursor C]", summary: "list a queue's dead-lettered jobs, newest first",
 		minArgs: 1, maxArgs: 1, setup: deadCmd},
 	"replay": {usage: "replay QUEUE (--all | ID...)", summary: "move dead jobs back to pending", minArgs: 1, maxArgs: -1, setup: replayCmd},
-	"pause":  {usage: "pause QUEUE [--reason R]", summary: "stop delivering a queue until resume", minArgs: 1, maxArgs: 1, setup: pauseCmd},
+	"cancel": {usage: cancelUsage, summary: "cancel a job (dead / cancelled at once, aborted if in flight), or a queue's jobs in bulk",
+		maxArgs: 1, setup: cancelCmd},
+	"pause": {usage: "pause QUEUE [--reason R]", summary: "stop delivering a queue until resume", minArgs: 1, maxArgs: 1, setup: pauseCmd},
 	"resume": {usage: "resume QUEUE", summary: "end a pause, or cut a backpressure hold short (the queue probes)",
 		minArgs: 1, maxArgs: 1, setup: resumeCmd},
 	"jobs": {usage: "jobs QUEUE --status S [--limit N] [--cursor C]", summary: "list a queue's jobs in one status, in delivery order (completed and dead: newest first)",

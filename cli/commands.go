@@ -29,6 +29,7 @@ func publishCmd(fs *pflag.FlagSet) func(context.Context, *call) error {
 	key := fs.String("idempotency-key", "", "publish at most once per key on this queue")
 	delay := fs.String("delay", "", "seconds before the first delivery (0-86400, fractions allowed)")
 	priority := fs.Int("priority", 0, "0-9: due jobs go highest priority first (simpleqd)")
+	replaceKey := fs.String("replace-key", "", "replace the payload of this key's job while it was never delivered (simpleqd)")
 	return func(ctx context.Context, c *call) error {
 		var raw []byte
 		switch {
@@ -76,6 +77,11 @@ func publishCmd(fs *pflag.FlagSet) func(context.Context, *call) error {
 			}
 			body.WriteString(`,"priority":` + strconv.Itoa(*priority))
 		}
+		if flagGiven(fs, "replace-key") {
+			k, _ := json.Marshal(*replaceKey)
+			body.WriteString(`,"replaceKey":`)
+			body.Write(k)
+		}
 		body.WriteString("}")
 
 		queue := c.args[0]
@@ -89,6 +95,8 @@ func publishCmd(fs *pflag.FlagSet) func(context.Context, *call) error {
 		}
 		if status == 201 {
 			fmt.Fprintf(c.env.Stdout, "published %s to %s (%s)\n", out.ID, queue, out.Status)
+		} else if out.Replaced {
+			fmt.Fprintf(c.env.Stdout, "replaced the payload of %s (%s, never delivered); nothing new stored\n", out.ID, out.Status)
 		} else {
 			fmt.Fprintf(c.env.Stdout, "%s already published with this idempotency key (%s); nothing new stored\n", out.ID, out.Status)
 		}

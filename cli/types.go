@@ -10,6 +10,8 @@ type publishedJSON struct {
 	ID        string `json:"id"`
 	Status    string `json:"status"`
 	CreatedAt string `json:"createdAt"`
+	// Replaced: the replace key's never-delivered job took the payload.
+	Replaced bool `json:"replaced"`
 }
 
 type queuesJSON struct {
