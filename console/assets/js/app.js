@@ -9,6 +9,7 @@ import queuesView from './views/queues.js';
 import queueView from './views/queue.js';
 import deadView from './views/dead.js';
 import jobView from './views/job.js';
+import jobsView from './views/jobs.js';
 import schedulesView from './views/schedules.js';
 
 const routes = [
@@ -16,6 +17,7 @@ const routes = [
   [/^\/queues\/([^/]+)\/?$/, queueView],
   [/^\/queues\/([^/]+)\/dead\/?$/, deadView],
   [/^\/jobs\/([^/]+)\/?$/, jobView],
+  [/^\/queues\/([^/]+)\/jobs(?:\/([a-z_]+))?\/?$/, jobsView],
   [/^\/schedules\/?$/, schedulesView],
   [/^\/queues\/([^/]+)\/schedules\/?$/, schedulesView],
 ];

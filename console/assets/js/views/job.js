@@ -103,6 +103,9 @@ function renderDetails(job) {
     ['Expires', fmtTime(job.expiresAt)],
     ['Finished', fmtTime(job.completedAt)],
   ];
+  if (job.priority) rows.push(['Priority', `${job.priority} (0-9, higher first)`]);
+  if (job.flowKey) rows.push(['Flow key', h('code', {}, job.flowKey)]);
+  if (job.replaceKey) rows.push(['Replace key', h('code', {}, job.replaceKey)]);
   if (job.idempotencyKey) rows.push(['Idempotency key', h('code', {}, job.idempotencyKey)]);
   if (job.lastError) rows.push(['Last error', h('span', {class: 'error-text'}, job.lastError)]);
   if (job.deadReason) rows.push(['Dead reason', h('span', {}, badge(job.deadReason, 'dead'), ' ', h('a', {href: deadHref(job.queue)}, 'dead letters'))]);

@@ -3,6 +3,8 @@
 
 import {get, post, q, ApiError} from '../api.js';
 import {h, cell, syncRows, holdState, badge, jobLink, deadHref, fmtTime, fmtSeconds, setText, toast} from '../dom.js';
+import statsPanel from './charts.js';
+import {jobsHref} from './jobs.js';
 
 const TIMELINE = 100;
 
@@ -14,9 +16,9 @@ export default function queueView(root, [name], ctx) {
   const pause = h('button', {type: 'button', id: 'pause'}, 'Pause');
   const resume = h('button', {type: 'button', id: 'resume'}, 'Resume');
   const counts = {
-    pending: h('span', {class: 'stat-value'}, '–'),
-    processing: h('span', {class: 'stat-value'}, '–'),
-    awaitingAck: h('span', {class: 'stat-value'}, '–'),
+    pending: h('a', {class: 'stat-value', href: jobsHref(name, 'pending')}, '–'),
+    processing: h('a', {class: 'stat-value', href: jobsHref(name, 'processing')}, '–'),
+    awaitingAck: h('a', {class: 'stat-value', href: jobsHref(name, 'awaiting_ack')}, '–'),
     dead: h('a', {class: 'stat-value', href: deadHref(name)}, '–'),
   };
   const settings = h('p', {class: 'settings muted'});
@@ -36,7 +38,9 @@ export default function queueView(root, [name], ctx) {
       stat('Pending', counts.pending), stat('Processing', counts.processing),
       stat('Awaiting ack', counts.awaitingAck), stat('Dead', counts.dead)),
     settings,
-    h('div', {class: 'tabs'}, h('span', {class: 'tab active'}, 'Timeline'), deadTab),
+    statsPanel(name, ctx),
+    h('div', {class: 'tabs'}, h('span', {class: 'tab active'}, 'Timeline'),
+      h('a', {href: jobsHref(name, 'pending'), id: 'jobs-tab'}, 'Jobs'), deadTab),
     h('table', {class: 'grid timeline', id: 'timeline'},
       h('thead', {}, h('tr', {}, h('th', {class: 'time'}, 'Time'), h('th', {}, 'Event'), h('th', {}, 'Job'), h('th', {}, 'Detail'))),
       tbody),
