@@ -50,6 +50,17 @@ func (d *Daemon) initSchedules(cfg *config.Config) {
 		Lease:  cfg.Dispatch.ScheduleLease,
 	})
 	d.sched.svc = &schedule.Service{Store: d.store, Kick: d.sched.runner.Kick}
+	// runtime.md §4: a schedule on a queue that is deleted is deleted with it.
+	d.OnQueueDeleted(func(ctx context.Context, queue string) {
+		n, err := d.store.DeleteQueueSchedules(ctx, queue)
+		if err != nil {
+			d.log.Error("queue deleted; deleting its schedules failed", zap.String("queue", queue), zap.Error(err))
+			return
+		}
+		if n > 0 {
+			d.log.Info("schedules deleted with their queue", zap.String("queue", queue), zap.Int("schedules", n))
+		}
+	})
 	d.sched.file = make(chan []config.Schedule, 1)
 	d.sched.initial = cfg.Schedules
 }

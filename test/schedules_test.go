@@ -276,3 +276,21 @@ func mustRead(t *testing.T, path string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// A schedule on a queue created over the API is deleted with the queue.
+func TestScheduleDeletedWithItsQueue(t *testing.T) {
+	t.Parallel()
+	rs := Redis(t)
+	hook := NewWebhook(t, func(Delivery) Reply { return Reply{Status: 200} })
+	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: "webhooks:\n  allowPrivateNetworks: true\n"})
+	r := d.Do("PUT", "/v1/queues/tenant-1", map[string]any{"webhookUrl": hook.URL, "signingSecret": "whsec_tenant_1"})
+	require.Equal(t, 201, r.Status, string(r.Body))
+	require.Eventually(t, func() bool {
+		return d.Do("POST", "/v1/schedules", map[string]any{"id": "t1", "queue": "tenant-1", "cron": "@every 1h", "payload": map[string]any{}}).Status == 201
+	}, 5*time.Second, 50*time.Millisecond)
+	require.Equal(t, 200, d.Do("GET", "/v1/schedules/t1", nil).Status)
+	r = d.Do("DELETE", "/v1/queues/tenant-1", nil)
+	require.Equal(t, 204, r.Status, string(r.Body))
+	require.Equal(t, 404, d.Do("GET", "/v1/schedules/t1", nil).Status)
+	require.Empty(t, d.Do("GET", "/v1/schedules", nil).JSON(t)["schedules"])
+}
