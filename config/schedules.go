@@ -22,8 +22,8 @@ type Schedule struct {
 	// Payload is the job payload as JSON, converted from the YAML mapping
 	// with its keys as written (case and order) and its numbers' digits.
 	Payload json.RawMessage
-	// FlowKey and Priority are stored and returned; they are carried to the
-	// jobs once the queue implements flow keys and priorities.
+	// Priority (0-9) is carried to every job (lua/schedule.lua). FlowKey is
+	// stored and returned; it is carried to the jobs once flow keys exist.
 	FlowKey  *string
 	Priority int
 }

@@ -51,8 +51,8 @@ type Schedule struct {
 	Timezone string
 	// Payload is the raw JSON object every job of the schedule carries.
 	Payload json.RawMessage
-	// FlowKey and Priority are stored and returned; they are carried to the
-	// jobs once the queue implements flow keys and priorities.
+	// Priority (0-9) is carried to every job (lua/schedule.lua). FlowKey is
+	// stored and returned; it is carried to the jobs once flow keys exist.
 	FlowKey   *string
 	Priority  int
 	Paused    bool
