@@ -80,7 +80,7 @@ func TestDefaultsWithoutFile(t *testing.T) {
 	require.Equal(t, 10*time.Second, c.ShutdownGrace)
 	require.Empty(t, c.Auth.APIKeys)
 	require.Equal(t, Log{Format: "json", Level: "info"}, c.Log)
-	require.Equal(t, Dispatch{LeaseMargin: 5 * time.Second, ClaimBatch: 64, Linger: 300 * time.Microsecond}, c.Dispatch)
+	require.Equal(t, Dispatch{LeaseMargin: 5 * time.Second, ClaimBatch: 64, Linger: 300 * time.Microsecond, ScheduleLease: 2 * time.Second}, c.Dispatch)
 	require.Equal(t, QueueSettings{
 		Mode:              "standard",
 		Concurrency:       10,
