@@ -73,7 +73,7 @@ func main() {
 	flag.BoolVar(&o.skipCompare, "skip-compare", false, "skip the asynq and BullMQ rows (they need Go modules and npm packages)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the daemon during the 1-daemon delivery run to this file; with -only compare, a path prefix for a daemon profile and a perf record of Redis per simpleqd round")
-	flag.StringVar(&o.only, "only", "", "run only this phase: publish (single, batch, memory) | delivery (publish rows too, and tracing off vs on) | latency (delivery rows too) | claim (claim cost, 1k vs 1M waiting) | backpressure | compare (simpleqd, asynq and BullMQ deliveries, round by round) | schedules (10,000 schedules: tick lag and CPU) | cancel (bulk cancel of 1M waiting jobs)")
+	flag.StringVar(&o.only, "only", "", "run only this phase: publish (single, batch, memory) | delivery (publish rows too, and tracing off vs on) | latency (delivery rows too) | claim (claim cost, 1k vs 1M waiting) | backpressure | compare (simpleqd, asynq and BullMQ deliveries, round by round) | schedules (10,000 schedules: tick lag and CPU) | queues (10,000 queues created over the API: an idle daemon's CPU, Redis memory per empty queue) | cancel (bulk cancel of 1M waiting jobs)")
 	flag.IntVar(&o.runs, "runs", 5, "repeat the headline throughput runs this many times and report the median")
 	flag.StringVar(&o.against, "against", "", "with -only compare: a second simpleqd binary (e.g. an older version's build) run in every round beside this one, for an A/B in the same phase of the machine")
 	flag.IntVar(&o.warmup, "warmup", 1, "unmeasured runs before the headline throughput runs (connection pools, goroutines, heap and Redis tables grow to size)")
@@ -114,6 +114,12 @@ func run(ctx context.Context, o options) error {
 
 	if o.only == "compare" {
 		if err := compareRun(ctx, bin, work, hook, o, max(o.runs, 1), add); err != nil {
+			return err
+		}
+		return printRows(rows)
+	}
+	if o.only == "queues" {
+		if err := queuesRun(ctx, bin, work, hook, 10000, 10*time.Second, add); err != nil {
 			return err
 		}
 		return printRows(rows)

@@ -56,6 +56,11 @@ type delivery struct {
 	j store.ClaimedJob
 }
 
+// idleWait is how long an idle queue's pump waits for a wake-up: long
+// enough never to matter (a timer that far off costs nothing until it
+// fires).
+const idleWait = 24 * time.Hour
+
 // deliveryIdle is how long a delivery goroutine waits for the next job
 // before it ends.
 const deliveryIdle = 2 * time.Second
@@ -71,7 +76,7 @@ type settleItem struct {
 
 func newPump(d *Dispatcher, q config.Queue) *pump {
 	p := &pump{d: d, name: q.Name, wakeCh: make(chan struct{}, 1), soonCh: make(chan struct{}, 1), stopCh: make(chan struct{}),
-		settleCh: make(chan settleItem, 1024), handoff: make(chan delivery), quit: make(chan struct{}),
+		settleCh: make(chan settleItem, settleBuffer(q)), handoff: make(chan delivery), quit: make(chan struct{}),
 		born: time.Now()}
 	p.housekept.Store(math.MinInt64 / 2) // never: the first settle call runs it
 	p.setQueue(q)
@@ -79,6 +84,16 @@ func newPump(d *Dispatcher, q config.Queue) *pump {
 }
 
 func (p *pump) setQueue(q config.Queue) { p.q.Store(&q) }
+
+// settleBuffer sizes a pump's settle channel by its queue's concurrency at
+// start (at most that many outcomes are pending at once; a later raise
+// only makes deliveries wait a moment for the settle loop). A fixed 1,024
+// slots were 160 KiB per pump, allocated up front: 1.6 GB for 10,000
+// idle queues created over the API.
+func settleBuffer(q config.Queue) int { return min(max(2*q.Concurrency, 16), 1024) }
+
+// maxSettleBatch bounds the outcomes one settle call records.
+const maxSettleBatch = 256
 
 func (p *pump) wake() {
 	select {
@@ -189,6 +204,15 @@ func (p *pump) run(ctx context.Context) {
 		if wait < 0 || wait > p.d.opts.SafetyWake {
 			wait = p.d.opts.SafetyWake
 		}
+		// Nothing waits, nothing is in flight, nothing is due (no lease,
+		// lifetime or purge): the queue is idle, and only a wake-up can give
+		// it work (a publish or replay anywhere in the fleet, a resume; and
+		// the wake-up bus wakes every pump after it reconnects). It waits
+		// for one without a timer, so 10,000 idle queues cost no claims
+		// rather than one per SafetyWake each.
+		if err == nil && res.Word == store.Empty && res.WakeIn < 0 && p.inflight.Load() == 0 {
+			wait = idleWait
+		}
 		if !p.sleep(ctx, timer, wait) {
 			return
 		}
@@ -266,10 +290,15 @@ func (p *pump) deliverLoop(next delivery) {
 // retries while Redis is unreachable; a lease that expires meanwhile is
 // reaped as a failure, which is the best that can be known.
 func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
-	batch := make([]settleItem, 0, 256)
-	outs := make([]store.Outcome, 0, 256)
+	// Allocated at the first outcome, not at start: an idle queue's pump
+	// holds none of it.
+	var batch []settleItem
+	var outs []store.Outcome
 	var lastSettle time.Time
 	for first := range p.settleCh {
+		if batch == nil {
+			batch, outs = make([]settleItem, 0, maxSettleBatch), make([]store.Outcome, 0, maxSettleBatch)
+		}
 		// As in run: outcomes arriving right after a settle gather for the
 		// rest of the linger period and go in one call. Outcomes are always
 		// written, so this waits even after fetching stopped.
@@ -277,7 +306,7 @@ func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 		lastSettle = time.Now()
 		batch = append(batch[:0], first)
 	drain:
-		for len(batch) < cap(batch) {
+		for len(batch) < maxSettleBatch {
 			select {
 			case it, ok := <-p.settleCh:
 				if !ok {
