@@ -171,3 +171,21 @@ func TestPriorityListOrderIsDeliveryOrder(t *testing.T) {
 		require.Equal(t, []string{published[2], published[1], published[4], published[5], published[0], published[3]}, claimed)
 	})
 }
+
+// A replay from the dead-letter list keeps the job's priority.
+func TestPriorityKeptAcrossReplay(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("q")
+		high := publishPri(t, s, q, 6, 0)
+		_, err := s.Cancel(ctx, q, high, "")
+		require.NoError(t, err)
+		low := publishPri(t, s, q, 0, 0)
+		n, err := s.Replay(ctx, q, []string{high})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		ids, _ := claimIDs(t, s, q, 10)
+		require.Equal(t, []string{high, low}, ids, "the replayed job is priority 6 again, ahead of an older priority 0")
+	})
+}
