@@ -1023,21 +1023,21 @@ local function stats_flush(key, now, c)
   if fresh and redis.call('HGET', key, 'cur') ~= fmt('%d', minute) then
     local oldest = minute - STATS_MINUTES + 1
     local mins = redis.call('HGET', key, 'mins') or ''
-    local kept, gone = {}, {}
+    local kept, gone, this = {}, {}, fmt('%d', minute)
     if mins ~= '' then
       for _, m in ipairs(split(mins, ',')) do
-        if tonumber(m) >= oldest then
-          kept[#kept + 1] = m
-        else
+        if tonumber(m) < oldest then
           for _, name in ipairs(STATS_COUNTERS) do gone[#gone + 1] = m .. ':' .. name end
+        elseif m ~= this then -- listed once, even if Redis' clock stepped back
+          kept[#kept + 1] = m
         end
       end
     end
     for i = 1, #gone, 900 do -- unpack is bounded by Lua's C stack
       redis.call('HDEL', key, unpack(gone, i, math.min(i + 899, #gone)))
     end
-    kept[#kept + 1] = fmt('%d', minute)
-    redis.call('HSET', key, 'cur', fmt('%d', minute), 'mins', table.concat(kept, ','))
+    kept[#kept + 1] = this
+    redis.call('HSET', key, 'cur', this, 'mins', table.concat(kept, ','))
     redis.call('PEXPIRE', key, (STATS_MINUTES + 60) * 60000)
   end
 end
