@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/simpleq/simpleqd/lua"
 	"github.com/simpleq/simpleqd/metrics"
 	"github.com/simpleq/simpleqd/store"
 )
@@ -374,8 +375,8 @@ func BenchmarkPublishedAndSettled(b *testing.B) {
 // lands in its bucket, and a failed call is counted, not timed.
 func TestScriptCalls(t *testing.T) {
 	m := newMetrics(metrics.Options{})
-	require.Equal(t, 7, testutil.CollectAndCount(m.Registry(), "simpleqd_redis_script_duration_seconds"), "one series per script")
-	require.Equal(t, 7, testutil.CollectAndCount(m.Registry(), "simpleqd_redis_script_errors_total"))
+	require.Equal(t, len(lua.All), testutil.CollectAndCount(m.Registry(), "simpleqd_redis_script_duration_seconds"), "one series per script")
+	require.Equal(t, len(lua.All), testutil.CollectAndCount(m.Registry(), "simpleqd_redis_script_errors_total"))
 	m.ScriptCall("settle", 400*time.Microsecond, nil)
 	m.ScriptCall("settle", 3*time.Millisecond, nil)
 	m.ScriptCall("claim", time.Second, errors.New("i/o timeout"))
