@@ -8,6 +8,7 @@
 -- name can be) and this script touches nothing else. lib.lua is prepended
 -- like to every script; its queue keys and parameters are unused here.
 --
+-- KEYS: three, on the {~sched} slot:
 -- KEYS[1] K_IDX ZSET queue -> the time (ms) a daemon should next look at
 --               the queue: a lower bound of the queue's earliest tick, or
 --               the end of a daemon's lease on it (take).
@@ -15,7 +16,8 @@
 --               daemon's settle does not overwrite a lowering it did not see.
 -- KEYS[3] K_IDS HASH schedule id -> its queue (ids are unique fleet-wide,
 --               and GET /v1/schedules/{id} names no queue).
--- ARGV[1]: the operation, then its arguments:
+-- ARGV[1]: the operation, then its arguments. Returns what each operation
+-- names after its arrow:
 --   lower queue t      before a change that may make the queue's earliest
 --                      tick t (create, resume): score = min(score, t); the
 --                      version is bumped. -> "OK"

@@ -1,7 +1,8 @@
 -- schedule.lua — a queue's schedules (runtime.md §4), one atomic call per
 -- change and one per firing round, on the queue's own slot.
 --
--- KEYS[1..11]: the queue keys of lib.lua (a firing publishes jobs into them).
+-- KEYS: 1..11 the queue keys of lib.lua (a firing publishes jobs into them),
+-- then schedule.lua's own:
 -- KEYS[12] K_SDEF  HASH id -> definition: JSON meta (written by package
 --                  store; it starts with {"source":"file" or "api") .. "\n"
 --                  .. the raw payload bytes, delivered byte for byte.
@@ -16,7 +17,8 @@
 --                  idle schedules.
 -- (lib.lua reads KEYS[12] as K_CALL; this script never uses the call log.)
 -- ARGV[1..19]: queue parameters (lib.lua): a firing uses jobLifetime.
--- ARGV[20]: the operation, then its arguments:
+-- ARGV[20]: the operation, then its arguments. Returns what each operation
+-- names after its arrow:
 --   put id def source next spec
 --        create or replace. A definition of the other source is not
 --        replaced: "FILE" (an API write to a file schedule) or "TAKEN" (a
