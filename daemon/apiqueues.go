@@ -89,13 +89,17 @@ func (d *Daemon) rebuild(fileChanged bool) {
 			delete(d.api.resolved, name)
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(d.api.defs)) {
-		def := d.api.defs[name]
+	// touched are the API queues resolved anew: with the file unchanged,
+	// only they (and removed ones) reach the dispatcher, so a change of
+	// one queue among 10,000 costs one pump's update, not 10,000 compares.
+	var touched []string
+	for name, def := range d.api.defs {
 		r, ok := d.api.resolved[name]
 		if !ok || r.rev != def.Rev {
 			r = resolvedDef{rev: def.Rev}
 			r.q, r.ok = d.resolveDef(def, file.Defaults)
 			d.api.resolved[name] = r
+			touched = append(touched, name)
 		}
 		if !r.ok {
 			continue
@@ -111,6 +115,7 @@ func (d *Daemon) rebuild(fileChanged bool) {
 		}
 		eff.Queues[name] = r.q
 	}
+	prev := d.cfg.Load()
 	d.cfg.Store(&eff)
 	var added []string
 	for name := range eff.Queues {
@@ -121,7 +126,23 @@ func (d *Daemon) rebuild(fileChanged bool) {
 	}
 	slices.Sort(added)
 	d.metrics.InitQueues(added)
-	d.disp.SetQueues(eff.Queues)
+	if fileChanged || prev == nil {
+		d.disp.SetQueues(eff.Queues)
+		return
+	}
+	changed := make(map[string]config.Queue, len(touched))
+	for _, name := range touched {
+		if q, ok := eff.Queues[name]; ok {
+			changed[name] = q
+		}
+	}
+	var removed []string
+	for name := range prev.Queues {
+		if _, ok := eff.Queues[name]; !ok {
+			removed = append(removed, name)
+		}
+	}
+	d.disp.UpdateQueues(changed, removed)
 }
 
 // resolveDef turns a stored definition into its Queue against the file's

@@ -134,6 +134,33 @@ func (d *Dispatcher) SetQueues(queues map[string]config.Queue) {
 	}
 }
 
+// UpdateQueues is SetQueues for a few queues among many (queues created
+// over the API, package queuesync): it starts or updates the pumps of the
+// queues in changed and stops those named in removed, leaving every other
+// pump alone.
+func (d *Dispatcher) UpdateQueues(changed map[string]config.Queue, removed []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for name, q := range changed {
+		if p, ok := d.pumps[name]; ok {
+			p.setQueue(q)
+			p.wake()
+			continue
+		}
+		p := newPump(d, q)
+		d.pumps[name] = p
+		if d.started {
+			d.startPump(p)
+		}
+	}
+	for _, name := range removed {
+		if p, ok := d.pumps[name]; ok {
+			p.stop()
+			delete(d.pumps, name)
+		}
+	}
+}
+
 // Wake makes this daemon's pump for queue claim now.
 //
 // state says whether the signal can end a pause or hold (a resume, a

@@ -1,7 +1,9 @@
 -- queuedrop.lua — delete a queue created over the API, one bounded batch
 -- of its jobs per call; the caller repeats until DONE.
 --
--- KEYS: the queue keys of lib.lua, then KEYS[12] K_META (queuedef.lua).
+-- KEYS: the queue keys of lib.lua, then KEYS[12] K_META (queuedef.lua) and
+--   KEYS[13] the queue's statistics hash (lib.lua stats_flush), removed with
+--   the rest.
 -- ARGV[1..19]: queue parameters (lib.lua; 17, the batch, bounds the jobs
 --   removed per call).
 -- ARGV[20]: "1" to purge (remove jobs that are not terminal too), "0" not.
@@ -21,7 +23,7 @@
 --   {"MORE", removed} while jobs remain; {"DONE", removed} when the queue's
 --   keys are gone; {"KEPT", removed, kept} when only jobs that appeared
 --   since the first call remain (without purge), which stay.
-local K_META = KEYS[12]
+local K_META, K_QSTATS = KEYS[12], KEYS[13]
 local purge, first = ARGV[ARG0 + 1] == '1', ARGV[ARG0 + 2] == '1'
 local batch = P.batch
 
@@ -81,5 +83,5 @@ if kept > 0 then
   return { 'KEPT', removed, kept }
 end
 redis.call('DEL', K_WAITING, K_INFLIGHT, K_JOBS, K_HIST, K_STATE, K_LIFETIMES, K_DEAD, K_PURGE,
-  K_IDEM, K_STARTS, K_LEASES, K_META)
+  K_IDEM, K_STARTS, K_LEASES, K_META, K_QSTATS)
 return { 'DONE', removed }

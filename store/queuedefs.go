@@ -248,7 +248,7 @@ func (s *Store) QueueRegistry(ctx context.Context) (int64, map[string]int64, err
 // finished by the same call again.
 func (s *Store) DropQueue(ctx context.Context, name string, purge bool) (removed, kept int64, err error) {
 	q := defQueue(name)
-	keys := append(s.Keys(name), s.metaKey(name))
+	keys := append(s.Keys(name), s.metaKey(name), s.statsKey(name))
 	p := "0"
 	if purge {
 		p = "1"
