@@ -41,6 +41,7 @@ function setConn(kind, text) {
 // handleError is where every failed poll or action ends up.
 function handleError(err, {quiet = false} = {}) {
   if (err instanceof Unauthorized) {
+    if (app.auth === 'login') return; // another request's 401 is showing the form
     requireLogin(app.auth === 'key' ? 'Your API key was not accepted. Please sign in again.' : '');
     return;
   }
