@@ -312,11 +312,11 @@ var (
 	ctPublished = ctShape{required: []string{"id", "status", "createdAt"}}
 	ctJob       = ctShape{required: []string{"id", "queue", "status", "attempts", "maxAttempts", "deferCount",
 		"idempotencyKey", "payload", "scheduledFor", "expiresAt", "lastError", "deadReason", "history",
-		"createdAt", "completedAt"}}
+		"createdAt", "completedAt"}, optional: []string{"scheduleId", "priority", "replaceKey"}}
 	ctAttempt  = ctShape{required: []string{"attempt", "status", "error", "webhookStatusCode", "timestamp"}, optional: []string{"probe", "acked", "retryAfter", "scope", "reason"}}
 	ctAccepted = ctShape{required: []string{"id", "accepted"}}
 	ctQueue    = ctShape{required: []string{"name", "mode", "webhookUrl", "concurrency", "rateLimitMax",
-		"rateLimitWindow", "maxAttempts", "maxDefers", "counts", "hold"}}
+		"rateLimitWindow", "maxAttempts", "maxDefers", "counts", "hold"}, optional: []string{"source", "signingSecretHint"}}
 	ctCounts   = ctShape{required: []string{"pending", "processing", "awaitingAck", "dead"}}
 	ctHold     = ctShape{required: []string{"state", "until", "probeJobId", "reason"}}
 	ctError    = ctShape{required: []string{"error"}}
@@ -651,7 +651,7 @@ queues:
 	errCase("error_409_standard_queue", do("POST", "/v1/jobs/"+first+"/ack", `{}`), 409)
 	errCase("error_413", do("POST", pub, `{"payload":{"x":"`+strings.Repeat("a", 5000)+`"}}`), 413)
 	errCase("error_415", do("POST", pub, `{"payload":{}}`, "Content-Type", "text/plain"), 415)
-	errCase("error_405", do("DELETE", "/v1/queues/std", nil), 405)
+	errCase("error_405", do("DELETE", "/v1/queues/std/pause", nil), 405)
 
 	// None of that reached a webhook twice or logged an internal error.
 	require.NotContains(t, d.Log(), `"level":"error"`)
