@@ -5,4 +5,8 @@
 // change stays a single atomic script run on Redis' clock. Keys are built here
 // and only here, each with the queue's hash tag, so a queue's keys share one
 // Redis Cluster slot.
+//
+// Queues created over the API keep their definitions in Redis too: the
+// {queue}:meta hash in the queue's slot and a registry in a slot of its own,
+// {#registry} (keys and write order: queuedefs.go).
 package store
