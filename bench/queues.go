@@ -48,7 +48,7 @@ func queuesRun(ctx context.Context, bin, work string, hook *noopWebhook, n int, 
 		}
 		secs := window.Seconds()
 		add(fmt.Sprintf("idle daemon CPU, %s", label), fmt.Sprintf("%.2f%% of a core (%s in %s)",
-			100*(dCPU1-dCPU0).Seconds()/secs, (dCPU1 - dCPU0).Round(time.Millisecond), window), "")
+			100*(dCPU1-dCPU0).Seconds()/secs, (dCPU1-dCPU0).Round(time.Millisecond), window), "")
 		add(fmt.Sprintf("idle Redis CPU, %s", label), fmt.Sprintf("%.2f%% of a core", 100*(rCPU1-rCPU0).Seconds()/secs), "")
 		add(fmt.Sprintf("idle Redis commands/s, %s", label), fmt.Sprintf("%.1f", float64(cmds1-cmds0-1)/secs), "")
 		add(fmt.Sprintf("daemon RSS, %s", label), fmt.Sprintf("%.0f MiB", float64(procRSS(d.cmd.Process.Pid))/(1<<20)), "")
