@@ -13,9 +13,20 @@ export class Unauthorized extends Error {
   constructor() { super('unauthorized'); this.name = 'Unauthorized'; }
 }
 
-/** Any other non-2xx answer, with the API's error message. */
+/**
+ * Any other non-2xx answer, with the API's error message. fieldErrors and
+ * formErrors are the validation object's members ({} and [] otherwise), so
+ * a form can show each message next to its field.
+ */
 export class ApiError extends Error {
-  constructor(status, message) { super(message); this.name = 'ApiError'; this.status = status; }
+  constructor(status, message, data) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    const e = data && typeof data.error === 'object' && data.error ? data.error : {};
+    this.fieldErrors = e.fieldErrors || {};
+    this.formErrors = e.formErrors || [];
+  }
 }
 
 export function getKey() { return sessionStorage.getItem(KEY_NAME) || ''; }
@@ -53,11 +64,15 @@ export async function request(method, path, body, {key = getKey()} = {}) {
   if (res.status === 401) throw new Unauthorized();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { /* not JSON: keep null */ }
-  if (!res.ok) throw new ApiError(res.status, errorMessage(res.status, data));
+  if (!res.ok) throw new ApiError(res.status, errorMessage(res.status, data), data);
   return {data, text};
 }
 
 export const get = (path, opts) => request('GET', path, undefined, opts).then(r => r.data);
 export const post = (path, body = {}) => request('POST', path, body).then(r => r.data);
+export const put = (path, body = {}) => request('PUT', path, body).then(r => r.data);
+export const patch = (path, body = {}) => request('PATCH', path, body).then(r => r.data);
+// DELETE carries {}: the API refuses a write without a JSON Content-Type.
+export const del = path => request('DELETE', path, {}).then(r => r.data);
 
 export const q = encodeURIComponent;

@@ -11,6 +11,7 @@ import deadView from './views/dead.js';
 import jobView from './views/job.js';
 import jobsView from './views/jobs.js';
 import schedulesView from './views/schedules.js';
+import queueFormView from './views/queueform.js';
 
 const routes = [
   [/^\/?$/, queuesView],
@@ -20,6 +21,8 @@ const routes = [
   [/^\/queues\/([^/]+)\/jobs(?:\/([a-z_]+))?\/?$/, jobsView],
   [/^\/schedules\/?$/, schedulesView],
   [/^\/queues\/([^/]+)\/schedules\/?$/, schedulesView],
+  [/^\/new-queue\/?$/, queueFormView],
+  [/^\/queues\/([^/]+)\/settings\/?$/, queueFormView],
 ];
 
 const main = document.getElementById('main');

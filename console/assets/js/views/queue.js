@@ -5,6 +5,7 @@ import {get, post, q, ApiError} from '../api.js';
 import {h, cell, syncRows, holdState, badge, jobLink, deadHref, fmtTime, fmtSeconds, setText, toast} from '../dom.js';
 import statsPanel from './charts.js';
 import {jobsHref} from './jobs.js';
+import {queueSettingsHref} from './queueform.js';
 
 const TIMELINE = 100;
 
@@ -15,6 +16,8 @@ export default function queueView(root, [name], ctx) {
   const reason = h('input', {class: 'reason', placeholder: 'Reason (optional)', maxlength: 500, 'aria-label': 'Pause reason'});
   const pause = h('button', {type: 'button', id: 'pause'}, 'Pause');
   const resume = h('button', {type: 'button', id: 'resume'}, 'Resume');
+  // An API queue's settings and delete; the file's queues have none here.
+  const edit = h('a', {href: queueSettingsHref(name), class: 'button', id: 'queue-edit', hidden: true}, 'Settings');
   const counts = {
     pending: h('a', {class: 'stat-value', href: jobsHref(name, 'pending')}, '–'),
     processing: h('a', {class: 'stat-value', href: jobsHref(name, 'processing')}, '–'),
@@ -33,7 +36,7 @@ export default function queueView(root, [name], ctx) {
   content.append(
     h('div', {class: 'page-head'},
       h('h1', {}, name), state,
-      h('div', {class: 'actions'}, reason, pause, resume)),
+      h('div', {class: 'actions'}, reason, pause, resume, edit)),
     h('div', {class: 'stats'},
       stat('Pending', counts.pending), stat('Processing', counts.processing),
       stat('Awaiting ack', counts.awaitingAck), stat('Dead', counts.dead)),
@@ -61,6 +64,7 @@ export default function queueView(root, [name], ctx) {
     missing.hidden = true;
     content.hidden = false;
     current = queue;
+    edit.hidden = queue.source === 'file';
     const st = queue.hold.state;
     const stSig = JSON.stringify(queue.hold);
     if (state.dataset.sig !== stSig) {
