@@ -42,8 +42,9 @@ func (s *Server) registerAdminRoutes() {
 	s.mux.HandleFunc("POST /v1/queues/{queue}/resume", s.handleResume)
 }
 
-// deadPageJSON answers GET .../dead. NextCursor is null on the last page.
-type deadPageJSON struct {
+// jobPageJSON answers GET .../dead and GET .../jobs: one page of jobs.
+// NextCursor is null on the last page.
+type jobPageJSON struct {
 	Jobs       []jobJSON `json:"jobs"`
 	NextCursor *string   `json:"nextCursor"`
 }
@@ -87,7 +88,7 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 		s.backendError(w, r, err)
 		return
 	}
-	out := deadPageJSON{Jobs: make([]jobJSON, 0, len(jobs))}
+	out := jobPageJSON{Jobs: make([]jobJSON, 0, len(jobs))}
 	for _, j := range jobs {
 		if j != nil {
 			out.Jobs = append(out.Jobs, jobView(j))

@@ -40,12 +40,6 @@ func (s *Server) registerListRoutes() {
 	s.mux.HandleFunc("GET /v1/queues/{queue}/stats", s.handleStats)
 }
 
-// jobsPageJSON answers GET .../jobs. NextCursor is null on the last page.
-type jobsPageJSON struct {
-	Jobs       []jobJSON `json:"jobs"`
-	NextCursor *string   `json:"nextCursor"`
-}
-
 // handleListJobs is GET /v1/queues/{queue}/jobs?status=&flowKey=&limit=&cursor=:
 // one page of the queue's jobs in one status (required), in the order
 // store.ListJobs documents; limit 1..1000 (default 100). A page may hold
@@ -89,7 +83,7 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotImplemented, "Job lists are not available on this backend")
 		return
 	}
-	out := jobsPageJSON{Jobs: []jobJSON{}}
+	out := jobPageJSON{Jobs: []jobJSON{}}
 	if hasFlowKey {
 		// No job carries a flow key before issue 23: the filtered list is
 		// empty (keys.md; docs/control.md).

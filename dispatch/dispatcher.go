@@ -110,21 +110,13 @@ func (d *Dispatcher) SetQueues(queues map[string]config.Queue) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for name, q := range queues {
-		if p, ok := d.pumps[name]; ok {
-			// Only a pump whose settings changed claims at once: a set of
-			// thousands of queues (API queues, package queuesync) applied
-			// again for one change must not make every idle pump claim.
-			if !reflect.DeepEqual(*p.q.Load(), q) {
-				p.setQueue(q)
-				p.wake()
-			}
+		// Only a pump whose settings changed claims at once: a set of
+		// thousands of queues (API queues, package queuesync) applied
+		// again for one change must not make every idle pump claim.
+		if p, ok := d.pumps[name]; ok && reflect.DeepEqual(*p.q.Load(), q) {
 			continue
 		}
-		p := newPump(d, q)
-		d.pumps[name] = p
-		if d.started {
-			d.startPump(p)
-		}
+		d.putPumpLocked(name, q)
 	}
 	for name, p := range d.pumps {
 		if _, ok := queues[name]; !ok {
@@ -142,22 +134,29 @@ func (d *Dispatcher) UpdateQueues(changed map[string]config.Queue, removed []str
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for name, q := range changed {
-		if p, ok := d.pumps[name]; ok {
-			p.setQueue(q)
-			p.wake()
-			continue
-		}
-		p := newPump(d, q)
-		d.pumps[name] = p
-		if d.started {
-			d.startPump(p)
-		}
+		d.putPumpLocked(name, q)
 	}
 	for _, name := range removed {
 		if p, ok := d.pumps[name]; ok {
 			p.stop()
 			delete(d.pumps, name)
 		}
+	}
+}
+
+// putPumpLocked gives queue name the settings q: a running pump takes them
+// at its next claim and claims now; a new queue gets a pump, started if the
+// dispatcher runs. d.mu is held.
+func (d *Dispatcher) putPumpLocked(name string, q config.Queue) {
+	if p, ok := d.pumps[name]; ok {
+		p.setQueue(q)
+		p.wake()
+		return
+	}
+	p := newPump(d, q)
+	d.pumps[name] = p
+	if d.started {
+		d.startPump(p)
 	}
 }
 

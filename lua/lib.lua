@@ -709,7 +709,10 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
     ids[#ids + 1] = due[i]
     -- The token carries the due time, not the score: a release or defer
     -- puts the job back by to_waiting, which scores it by its priority.
-    scores[#scores + 1] = fmt('%d', wait_due(tonumber(due[i + 1])))
+    -- A score of priority 0 is its due time already (no work per job).
+    local sc = due[i + 1]
+    if string.byte(sc, 1) == 45 then sc = fmt('%d', wait_due(tonumber(sc))) end -- '-'
+    scores[#scores + 1] = sc
   end
   redis.call('ZREM', K_WAITING, unpack(ids))
   local recs = redis.call('HMGET', K_JOBS, unpack(ids))
