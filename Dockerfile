@@ -5,12 +5,13 @@
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+COPY client/go.mod client/go.sum ./client/
 RUN go mod download
 COPY . .
 # VERSION names the build in the webhook User-Agent (simpleqd/VERSION).
 ARG VERSION=dev
 RUN CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath \
-      -ldflags "-X github.com/simpleq/simpleqd/daemon.Version=${VERSION}" -o /out/simpleqd ./cmd/simpleqd \
+      -ldflags "-X github.com/simpleq/simpleqd/internal/daemon.Version=${VERSION}" -o /out/simpleqd ./cmd/simpleqd \
  && CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath -o /out/webhook ./examples/webhook
 
 # distroless/static: the binary and CA certificates, no shell. It runs as

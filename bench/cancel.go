@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/simpleq/simpleqd/config"
-	"github.com/simpleq/simpleqd/store"
+	"github.com/simpleq/simpleqd/internal/config"
+	"github.com/simpleq/simpleqd/internal/store"
 )
 
 // cancelRun is the bulk cancel row (control.md §1, docs/performance.md): n

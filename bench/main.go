@@ -36,8 +36,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/simpleq/simpleqd/config"
-	"github.com/simpleq/simpleqd/store"
+	"github.com/simpleq/simpleqd/internal/config"
+	"github.com/simpleq/simpleqd/internal/store"
 )
 
 type options struct {

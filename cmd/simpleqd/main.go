@@ -20,11 +20,11 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/simpleq/simpleqd/cli"
-	"github.com/simpleq/simpleqd/config"
-	"github.com/simpleq/simpleqd/daemon"
-	"github.com/simpleq/simpleqd/demo"
-	"github.com/simpleq/simpleqd/reload"
+	"github.com/simpleq/simpleqd/internal/cli"
+	"github.com/simpleq/simpleqd/internal/config"
+	"github.com/simpleq/simpleqd/internal/daemon"
+	"github.com/simpleq/simpleqd/internal/demo"
+	"github.com/simpleq/simpleqd/internal/reload"
 )
 
 func main() {

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/simpleq/simpleqd/config"
-	"github.com/simpleq/simpleqd/redisconn"
+	"github.com/simpleq/simpleqd/internal/config"
+	"github.com/simpleq/simpleqd/internal/redisconn"
 )
 
 // checkRedis is check's part for the redis section. It reads the

@@ -32,8 +32,8 @@ import (
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/simpleq/simpleqd/cli"
-	"github.com/simpleq/simpleqd/config"
+	"github.com/simpleq/simpleqd/internal/cli"
+	"github.com/simpleq/simpleqd/internal/config"
 )
 
 const (

@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/simpleq/simpleqd/internal/config"
+	"github.com/simpleq/simpleqd/internal/lua"
+)
+
+// Paging bounds of ListJobs (control.md §4).
+const (
+	DefaultJobsPage = 100
+	MaxJobsPage     = 1000
+	// MaxJobsPageBytes bounds the stored records one page returns, for the
+	// reason MaxDeadPageBytes does: records carry whole payloads.
+	MaxJobsPageBytes = MaxDeadPageBytes
+	// jobsScanExtra is how many entries of another state one page may read
+	// past its limit (lists.lua: a set shared by two states is filtered).
+	// It bounds the page's Redis work at O(limit + jobsScanExtra + log n).
+	jobsScanExtra = 1000
+)
+
+// ListJobs returns one page of queue q's jobs in status st, in the order of
+// lists.lua's header (waiting jobs in delivery order, in-flight ones by
+// lease deadline, completed and dead newest first), and the cursor of the
+// next page ("" after the last). limit <= 0 means DefaultJobsPage, above
+// MaxJobsPage it is capped. A cursor this method did not issue for q and st
+// is an *InvalidCursorError.
+//
+// Every page is one read-only script call costing O(limit + log n) in
+// Redis whatever the backlog. A page may hold fewer than limit jobs while a
+// cursor says more may follow: entries of another state sharing the set
+// (a pending list walks past retries) are skipped within a bounded scan,
+// and a page ends early at MaxJobsPageBytes. Jobs that move while a client
+// pages may be missed or seen twice, as with any cursor over live data.
+func (s *Store) ListJobs(ctx context.Context, q config.Queue, st Status, limit int, cursor string) ([]*Job, string, error) {
+	if limit <= 0 {
+		limit = DefaultJobsPage
+	}
+	if limit > MaxJobsPage {
+		limit = MaxJobsPage
+	}
+	var c jobsCursor
+	if cursor != "" {
+		var err error
+		if c, err = decodeJobsCursor(q.Name, st, cursor); err != nil {
+			return nil, "", err
+		}
+	}
+	args := append(s.params(q, 7), string(st), c.phase, c.score, c.member, limit, limit+jobsScanExtra, MaxJobsPageBytes)
+	res, err := s.run(ctx, lua.Lists, q, args)
+	if err != nil {
+		return nil, "", fmt.Errorf("list %s jobs of queue %s: %w", st, q.Name, err)
+	}
+	arr, _ := res.([]any)
+	if len(arr) < 3 || (len(arr)-3)%4 != 0 {
+		return nil, "", fmt.Errorf("list %s jobs of queue %s: unexpected reply", st, q.Name)
+	}
+	next := ""
+	if phase := toStr(arr[0]); phase != "" {
+		next = jobsCursor{status: st, phase: phase, score: toStr(arr[1]), member: toStr(arr[2])}.encode()
+	}
+	jobs := make([]*Job, 0, (len(arr)-3)/4)
+	for i := 3; i+3 < len(arr); i += 4 {
+		id := toStr(arr[i])
+		j, err := decodeJob(q, id, []byte(toStr(arr[i+1])), []byte(toStr(arr[i+3])))
+		if err != nil {
+			return nil, "", err
+		}
+		if toStr(arr[i+2]) != "" && j.Status == StatusPending {
+			j.Status = StatusProcessing // in flight: a lease overlays the record
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, next, nil
+}
+
+// jobsCursor is the position after the last entry a page read: the status
+// listed, the phase (the sorted set being walked, lists.lua) and the
+// entry's score and member there. The score is Redis' own rendering of it,
+// passed back as it came.
+type jobsCursor struct {
+	status               Status
+	phase, score, member string
+}
+
+func (c jobsCursor) encode() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(string(c.status) + "\n" + c.phase + "\n" + c.score + "\n" + c.member))
+}
+
+// listPhases are the sorted sets lists.lua walks for each status, in order.
+var listPhases = map[Status]string{
+	StatusPending: "W", StatusProcessing: "IW", StatusAwaitingAck: "I", StatusCompleted: "P", StatusDead: "D",
+}
+
+// ListableStatus reports whether ListJobs can list st (every API status).
+func ListableStatus(st Status) bool { _, ok := listPhases[st]; return ok }
+
+// decodeJobsCursor parses a cursor ListJobs issued for queue and status.
+func decodeJobsCursor(queue string, st Status, s string) (jobsCursor, error) {
+	bad := func(reason string) (jobsCursor, error) {
+		return jobsCursor{}, &InvalidCursorError{Cursor: s, Reason: reason}
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return bad("not a cursor returned by this endpoint")
+	}
+	parts := strings.SplitN(string(raw), "\n", 4)
+	if len(parts) != 4 {
+		return bad("not a cursor returned by this endpoint")
+	}
+	c := jobsCursor{status: Status(parts[0]), phase: parts[1], score: parts[2], member: parts[3]}
+	if c.status != st {
+		return bad("cursor belongs to another status")
+	}
+	if !strings.Contains(listPhases[st], c.phase) || len(c.phase) != 1 {
+		return bad("not a cursor returned by this endpoint")
+	}
+	if c.member != "" {
+		if _, err := strconv.ParseFloat(c.score, 64); err != nil && c.score != "inf" {
+			return bad("not a cursor returned by this endpoint")
+		}
+		// The in-flight set's placeholder is the only member that is no job id.
+		if q, ok := QueueOfJob(c.member); ok && q != queue {
+			return bad("cursor belongs to another queue")
+		} else if !ok && !strings.HasPrefix(c.member, "~") {
+			return bad("not a cursor returned by this endpoint")
+		}
+	}
+	return c, nil
+}

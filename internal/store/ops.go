@@ -1,0 +1,694 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/simpleq/simpleqd/internal/config"
+	"github.com/simpleq/simpleqd/internal/lua"
+)
+
+// MaxPublishBatch is the most jobs one publish script call takes (Lua's
+// unpack limit leaves room for 1000 at 4 values each); Publish splits larger
+// batches into several calls, each atomic per job as always.
+const MaxPublishBatch = 1000
+
+// NewID mints a job id for queue (see id.go for its shape).
+func (s *Store) NewID(queue string) string { return s.ids.New(queue) }
+
+// Publish stores jobs in one script call; per job it reports whether the job
+// is new or an idempotent repeat of a retained one.
+func (s *Store) Publish(ctx context.Context, q config.Queue, jobs []NewJob) ([]Published, error) {
+	if len(jobs) > MaxPublishBatch {
+		out := make([]Published, 0, len(jobs))
+		for len(jobs) > 0 {
+			n := min(len(jobs), MaxPublishBatch)
+			res, err := s.Publish(ctx, q, jobs[:n])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, res...)
+			jobs = jobs[n:]
+		}
+		return out, nil
+	}
+	args := s.params(q, 1+6*len(jobs))
+	args = append(args, len(jobs))
+	ids := make([]string, len(jobs))
+	traced := 0
+	for i, j := range jobs {
+		ids[i] = s.NewID(q.Name)
+		args = append(args, ids[i], j.IdempotencyKey, ms(j.Delay), j.Priority, j.ReplaceKey, []byte(j.Payload))
+		if j.TraceParent != "" {
+			traced++
+		}
+	}
+	// Trace contexts follow the jobs (lua/publish.lua), only for the jobs
+	// that have one: a publish without traces sends no more than before.
+	if traced > 0 {
+		for i, j := range jobs {
+			if j.TraceParent != "" {
+				args = append(args, i+1, j.TraceParent, j.TraceState)
+			}
+		}
+	}
+	res, err := s.run(ctx, lua.Publish, q, args)
+	if err != nil {
+		return nil, err
+	}
+	arr, _ := res.([]any)
+	if len(arr) != 1+len(jobs) {
+		return nil, fmt.Errorf("publish on queue %s: unexpected reply of %d values", q.Name, len(arr))
+	}
+	now := fromMS(toInt(arr[0]))
+	out := make([]Published, len(jobs))
+	for i := range jobs {
+		r := toStr(arr[1+i])
+		if r == "" {
+			out[i] = Published{ID: ids[i], CreatedAt: now, Status: StatusPending}
+			continue
+		}
+		// "<word>|<id>|<createdAt ms>|<state>"; ids and states hold no "|".
+		f := strings.SplitN(r, "|", 4)
+		if len(f) != 4 {
+			return nil, fmt.Errorf("publish on queue %s: unexpected reply %q", q.Name, r)
+		}
+		c, _ := strconv.ParseInt(f[2], 10, 64)
+		out[i] = Published{ID: f[1], CreatedAt: fromMS(c), Status: apiStatus(f[3]), Duplicate: f[0] == "DUP",
+			Replaced: f[0] == "REP"}
+	}
+	return out, nil
+}
+
+// ClaimWord says what a claim found.
+type ClaimWord string
+
+// Claim outcomes; see lua/claim.lua.
+const (
+	Claimed ClaimWord = "CLAIMED"
+	Empty   ClaimWord = "EMPTY"
+	Paused  ClaimWord = "PAUSED"
+	Held    ClaimWord = "HELD"
+	Probing ClaimWord = "PROBING"
+	Busy    ClaimWord = "BUSY"
+	Rate    ClaimWord = "RATE"
+)
+
+// ClaimedJob is one job handed to this daemon for delivery, under a lease.
+type ClaimedJob struct {
+	ID         string
+	Attempt    int
+	DeferCount int
+	CreatedAt  time.Time
+	// Token fences this delivery: outcomes settled with a stale token are ignored.
+	Token   string
+	Probe   bool
+	Payload []byte
+	// TraceParent and TraceState are the W3C trace context the job was
+	// published with ("" for none): the parent of the delivery's span, or,
+	// with tracing off, what the webhook is handed unchanged.
+	TraceParent string
+	TraceState  string
+}
+
+// ClaimResult is what one claim call returned.
+type ClaimResult struct {
+	Word ClaimWord
+	// WakeIn is how long until the queue next needs a claim (Redis' clock);
+	// negative when only a wake-up message can change anything.
+	WakeIn time.Duration
+	Jobs   []ClaimedJob
+	// Reaped lists what the claim's housekeeping did to jobs no daemon was
+	// watching, so the daemon can log and count it.
+	Reaped []Reaped
+}
+
+// Reaped is one job that housekeeping moved on: its lease expired (a lost
+// delivery), its ack timed out, or its lifetime ended while it waited.
+type Reaped struct {
+	// Kind is "lease_expired", "ack_timeout" or "lifetime".
+	Kind string
+	ID   string
+	// Word is RETRY or DEAD; Detail the retry's due time in ms or the dead reason.
+	Word   string
+	Detail string
+}
+
+// NewCall names one claim or settle call. Sending a call again under the
+// same name, after an error that may have hidden its reply (a read timeout
+// while Redis stalled), returns what the first run did instead of claiming
+// more: its leases are never left belonging to nobody.
+func (s *Store) NewCall() string { return s.token() }
+
+// Claim takes up to max due jobs for delivery, enforcing hold, probe,
+// concurrency and rate limit fleet-wide.
+func (s *Store) Claim(ctx context.Context, q config.Queue, max int) (ClaimResult, error) {
+	return s.ClaimCall(ctx, q, max, s.NewCall())
+}
+
+// ClaimCall is Claim under a call name from NewCall: the caller sends a
+// failed call again with the same name (see NewCall).
+func (s *Store) ClaimCall(ctx context.Context, q config.Queue, max int, call string) (ClaimResult, error) {
+	args := append(s.params(q, 2), max, call)
+	res, err := s.runCall(ctx, lua.Claim, q, call, args)
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	arr, _ := res.([]any)
+	return parseClaim(q, arr)
+}
+
+func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
+	bad := fmt.Errorf("claim on queue %s: unexpected reply of %d values", q.Name, len(arr))
+	if len(arr) < 3 {
+		return ClaimResult{}, bad
+	}
+	out := ClaimResult{Word: ClaimWord(toStr(arr[0])), WakeIn: -1}
+	if w := toInt(arr[1]); w >= 0 {
+		out.WakeIn = time.Duration(w) * time.Millisecond
+	}
+	n := int(toInt(arr[2]))
+	rest := arr[3:]
+	if n < 0 || len(rest) < 4*n || (len(rest)-4*n)%4 != 0 {
+		return ClaimResult{}, bad
+	}
+	for i := 0; i < 4*n; i += 4 {
+		out.Reaped = append(out.Reaped, Reaped{Kind: toStr(rest[i]), ID: toStr(rest[i+1]),
+			Word: toStr(rest[i+2]), Detail: toStr(rest[i+3])})
+	}
+	rest = rest[4*n:]
+	for i := 0; i < len(rest); i += 4 {
+		id, rec := toStr(rest[i]), toStr(rest[i+3])
+		nl := strings.IndexByte(rec, '\n')
+		if nl < 0 {
+			return ClaimResult{}, fmt.Errorf("claim on queue %s: job %s: corrupt record", q.Name, id)
+		}
+		m, err := readClaimMeta(rec[:nl])
+		if err != nil {
+			return ClaimResult{}, fmt.Errorf("claim on queue %s: job %s: %w", q.Name, id, err)
+		}
+		tp, ts := readTrace(rec[:nl])
+		out.Jobs = append(out.Jobs, ClaimedJob{
+			ID:          id,
+			Attempt:     m.A + 1,
+			DeferCount:  m.D,
+			CreatedAt:   fromMS(int64(m.C)),
+			Token:       toStr(rest[i+1]),
+			Probe:       toStr(rest[i+2]) == "1",
+			Payload:     []byte(rec[nl+1:]),
+			TraceParent: tp,
+			TraceState:  ts,
+		})
+	}
+	return out, nil
+}
+
+// claimMeta is the part of a job's meta a claimed delivery needs.
+type claimMeta struct {
+	C float64 `json:"c"`
+	A int     `json:"a"`
+	D int     `json:"d"`
+}
+
+// readClaimMeta reads c, a and d from a job's meta JSON without a full
+// decode: every claim hands over whole records, and this runs once per
+// delivery. A member name in quotes can only be structure here: inside a
+// JSON string a quote is escaped. Anything unexpected falls back to
+// encoding/json.
+func readClaimMeta(meta string) (claimMeta, error) {
+	num := func(name string) (int64, bool, bool) { // value, present, well-formed
+		i := strings.Index(meta, `"`+name+`":`)
+		if i < 0 {
+			return 0, false, true
+		}
+		j := i + len(name) + 3
+		k := j
+		for k < len(meta) && meta[k] >= '0' && meta[k] <= '9' {
+			k++
+		}
+		if k == j || k == len(meta) || (meta[k] != ',' && meta[k] != '}') {
+			return 0, true, false
+		}
+		v, err := strconv.ParseInt(meta[j:k], 10, 64)
+		return v, true, err == nil
+	}
+	c, cok, cgood := num("c")
+	a, _, agood := num("a")
+	d, _, dgood := num("d")
+	if cok && cgood && agood && dgood {
+		return claimMeta{C: float64(c), A: int(a), D: int(d)}, nil
+	}
+	var m claimMeta
+	if err := json.Unmarshal([]byte(meta), &m); err != nil {
+		return claimMeta{}, fmt.Errorf("decode meta: %w", err)
+	}
+	return m, nil
+}
+
+// readTrace finds the trace context members tp and ts (lua/lib.lua) in a
+// job's meta. It runs once per delivery, so a record without them costs
+// one substring search and no allocation; a record with them costs two
+// small copies (the claim's reply is not kept alive by a substring). As in
+// readClaimMeta, a quoted member name can only be structure: inside a JSON
+// string every quote is escaped. tp is only ever [0-9a-f-]; ts is JSON
+// unescaped when it holds an escape.
+func readTrace(meta string) (parent, state string) {
+	const tpKey, tsKey = `,"tp":"`, `,"ts":"`
+	i := strings.Index(meta, tpKey)
+	if i < 0 {
+		return "", ""
+	}
+	rest := meta[i+len(tpKey):]
+	end := strings.IndexByte(rest, '"')
+	if end < 0 {
+		return "", ""
+	}
+	parent = strings.Clone(rest[:end])
+	rest = rest[end+1:]
+	if !strings.HasPrefix(rest, tsKey) {
+		return parent, ""
+	}
+	// The string runs to the first quote not escaped by a backslash.
+	raw := rest[len(tsKey)-1:] // from its opening quote
+	for k := 1; k < len(raw); k++ {
+		switch raw[k] {
+		case '\\':
+			k++
+		case '"':
+			if strings.IndexByte(raw[1:k], '\\') < 0 {
+				return parent, strings.Clone(raw[1:k])
+			}
+			return parent, unquoteJSON(raw[:k+1])
+		}
+	}
+	return parent, ""
+}
+
+// unquoteJSON decodes a JSON string literal, or gives "" when it is not one.
+func unquoteJSON(lit string) string {
+	var v string
+	if err := json.Unmarshal([]byte(lit), &v); err != nil {
+		return ""
+	}
+	return v
+}
+
+// OutcomeKind is how a delivery ended, as the dispatcher classified it.
+type OutcomeKind string
+
+// Outcome kinds; see lua/settle.lua.
+const (
+	OutcomeOK        OutcomeKind = "ok"
+	OutcomeDelivered OutcomeKind = "delivered"
+	OutcomeFail      OutcomeKind = "fail"
+	OutcomeDefer     OutcomeKind = "defer"
+	OutcomeRelease   OutcomeKind = "release"
+)
+
+// Outcome is the result of one delivery, to be recorded under its lease token.
+type Outcome struct {
+	ID         string
+	Token      string
+	Kind       OutcomeKind
+	StatusCode int // 0: no HTTP response
+	Error      string
+	RetryAfter time.Duration
+	// RetryAt, when not zero, is an absolute release time (a Retry-After
+	// HTTP-date): the script turns it into a wait on Redis' clock, so the
+	// daemon's own clock never enters a release time. It overrides RetryAfter.
+	RetryAt time.Time
+	Reason  string
+}
+
+// Settled is what recording one outcome did.
+type Settled struct {
+	// Word is COMPLETED, REOPENED, AWAITING, RETRY, DEAD, DEFERRED, RELEASED
+	// or STALE; for a callback also ACKED (a repeated ack) or REPEATED (a
+	// nack or defer sent again after its reply was lost: applied once, 2xx).
+	Word string
+	// Detail is the dead reason for DEAD, a time in ms for RETRY/DEFERRED/AWAITING.
+	Detail string
+	// BreakerUntil, when not zero, is the release time of the breaker hold
+	// (semantics.md §4b) that this outcome started or extended.
+	BreakerUntil time.Time
+}
+
+// parseHold reads the hold value of a settle or callback reply.
+func parseHold(v any) time.Time {
+	h := toStr(v)
+	if ms, ok := strings.CutPrefix(h, "breaker|"); ok {
+		if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
+			return fromMS(n)
+		}
+	}
+	return time.Time{}
+}
+
+// Settle records outcomes of this daemon's deliveries in one script call.
+func (s *Store) Settle(ctx context.Context, q config.Queue, outcomes []Outcome) ([]Settled, error) {
+	res, _, err := s.SettleAndClaim(ctx, q, outcomes, Refill{})
+	return res, err
+}
+
+// Refill is what a settle call claims, in the same script call, for the
+// slots its outcomes freed.
+type Refill struct {
+	// Max is the most jobs to claim; 0 claims nothing.
+	Max int
+	// SkipHousekeeping leaves out the claim's bounded housekeeping (expired
+	// leases, ack timeouts, ended lifetimes, retention purges). A busy
+	// daemon settles hundreds of times a second and housekeeping costs
+	// Redis about 30 µs per call, so the dispatcher runs it only every few
+	// milliseconds; a plain Claim always runs it.
+	SkipHousekeeping bool
+	// Call names the call (NewCall); "" makes a new name. A caller that
+	// sends a failed settle again passes the same name, so the call's
+	// outcomes and claims are answered from its first run if it had one.
+	Call string
+}
+
+// SettleAndClaim records outcomes and, in the same script call, claims jobs
+// for the slots those outcomes freed (see Refill): a busy daemon refills its
+// slots with one call and one round trip instead of two.
+func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []Outcome, refill Refill) ([]Settled, ClaimResult, error) {
+	max := refill.Max
+	call := refill.Call
+	if call == "" {
+		call = s.NewCall()
+	}
+	args := s.params(q, 4+7*len(outcomes))
+	args = append(args, len(outcomes))
+	for _, o := range outcomes {
+		code := ""
+		if o.StatusCode > 0 {
+			code = strconv.Itoa(o.StatusCode)
+		}
+		var retry any = ms(o.RetryAfter)
+		if !o.RetryAt.IsZero() {
+			retry = "@" + strconv.FormatInt(o.RetryAt.UnixMilli(), 10)
+		}
+		args = append(args, o.ID, o.Token, string(o.Kind), code, o.Error, retry, o.Reason)
+	}
+	if max > 0 {
+		args = append(args, max, call)
+		if refill.SkipHousekeeping {
+			args = append(args, "0")
+		}
+	}
+	res, err := s.runCall(ctx, lua.Settle, q, call, args)
+	if err != nil {
+		return nil, ClaimResult{}, err
+	}
+	arr, _ := res.([]any)
+	if len(arr) < 3*len(outcomes) {
+		return nil, ClaimResult{}, fmt.Errorf("settle on queue %s: unexpected reply of %d values", q.Name, len(arr))
+	}
+	out := make([]Settled, len(outcomes))
+	for i := range outcomes {
+		out[i] = Settled{Word: toStr(arr[3*i]), Detail: toStr(arr[3*i+1]), BreakerUntil: parseHold(arr[3*i+2])}
+	}
+	var claim ClaimResult
+	if max > 0 {
+		if claim, err = parseClaim(q, arr[3*len(outcomes):]); err != nil {
+			return nil, ClaimResult{}, err
+		}
+	}
+	return out, claim, nil
+}
+
+// Callback applies an ack-mode worker's ack, nack or defer. It returns the
+// settle word of what happened (COMPLETED, REOPENED, RETRY, DEAD, DEFERRED,
+// ACKED for a repeated ack) or ErrNotFound, ErrConflict, ErrStaleAttempt.
+func (s *Store) Callback(ctx context.Context, q config.Queue, cb Callback) (Settled, error) {
+	attempt := ""
+	if cb.Attempt > 0 {
+		attempt = strconv.Itoa(cb.Attempt)
+	}
+	retryable := "0"
+	if cb.Retryable {
+		retryable = "1"
+	}
+	scope := cb.Scope
+	if scope == "" {
+		scope = ScopeQueue
+	}
+	args := append(s.params(q, 7), cb.JobID, string(cb.Kind), attempt, retryable,
+		ms(cb.RetryAfter), string(scope), cb.Reason)
+	res, err := s.runKeys(ctx, lua.Callback, q, append(s.Keys(q.Name), s.statsKey(q.Name)), args)
+	if err != nil {
+		return Settled{}, err
+	}
+	arr, _ := res.([]any)
+	if len(arr) != 3 {
+		return Settled{}, fmt.Errorf("callback on queue %s: unexpected reply", q.Name)
+	}
+	r := Settled{Word: toStr(arr[0]), Detail: toStr(arr[1]), BreakerUntil: parseHold(arr[2])}
+	switch r.Word {
+	case "NOTFOUND":
+		return r, ErrNotFound
+	case "CONFLICT":
+		return r, fmt.Errorf("%w: job is %s", ErrConflict, apiStatus(r.Detail))
+	case "STALE":
+		return r, fmt.Errorf("%w: current attempt is %s", ErrStaleAttempt, r.Detail)
+	}
+	return r, nil
+}
+
+// QueueStatus reads a queue's counts and hold state, judged on Redis' clock.
+func (s *Store) QueueStatus(ctx context.Context, q config.Queue) (QueueStatus, error) {
+	res, err := s.run(ctx, lua.Inspect, q, s.params(q, 0))
+	if err != nil {
+		return QueueStatus{}, err
+	}
+	a, _ := res.([]any)
+	if len(a) != 12 {
+		return QueueStatus{}, fmt.Errorf("inspect on queue %s: unexpected reply", q.Name)
+	}
+	now := toInt(a[0])
+	waiting, pending, inflight, awaiting := toInt(a[7]), toInt(a[8]), toInt(a[9]), toInt(a[10])
+	st := QueueStatus{Name: q.Name, Counts: Counts{
+		Pending:     pending,
+		Processing:  waiting - pending + inflight - awaiting,
+		AwaitingAck: awaiting,
+		Dead:        toInt(a[11]),
+	}}
+	st.Hold.State = HoldOpen
+	if reason := toStr(a[6]); reason != "" && toStr(a[3]) == "1" {
+		st.Hold.Reason = &reason
+	}
+	if toStr(a[3]) == "1" {
+		until := toInt(a[4])
+		if now < until {
+			st.Hold.State = HoldHeld
+		} else {
+			st.Hold.State = HoldProbing
+		}
+		t := fromMS(until)
+		st.Hold.Until = &t
+		if p := toStr(a[5]); p != "" {
+			st.Hold.ProbeJobID = &p
+		}
+	}
+	if toStr(a[1]) == "1" {
+		st.Hold.State = HoldPaused
+		if r := toStr(a[2]); r != "" {
+			st.Hold.Reason = &r
+		} else {
+			st.Hold.Reason = nil
+		}
+	}
+	return st, nil
+}
+
+// Pause stops all deliveries of a queue until Resume.
+func (s *Store) Pause(ctx context.Context, q config.Queue, reason string) error {
+	_, err := s.run(ctx, lua.Control, q, append(s.params(q, 2), "pause", reason))
+	return err
+}
+
+// Resume ends a pause, and ends a backpressure hold early (the queue probes).
+func (s *Store) Resume(ctx context.Context, q config.Queue) error {
+	_, err := s.run(ctx, lua.Control, q, append(s.params(q, 2), "resume", ""))
+	return err
+}
+
+// Replay moves the given dead jobs back to waiting; it returns how many moved.
+func (s *Store) Replay(ctx context.Context, q config.Queue, ids []string) (int, error) {
+	args := append(s.params(q, 1+len(ids)), "ids")
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	res, err := s.run(ctx, lua.Replay, q, args)
+	if err != nil {
+		return 0, err
+	}
+	a, _ := res.([]any)
+	return int(toInt(a[0])), nil
+}
+
+// ReplayAll moves every dead job of a queue back to waiting, in bounded batches.
+func (s *Store) ReplayAll(ctx context.Context, q config.Queue) (int, error) {
+	total := 0
+	for {
+		res, err := s.run(ctx, lua.Replay, q, append(s.params(q, 2), "all", 500))
+		if err != nil {
+			return total, err
+		}
+		a, _ := res.([]any)
+		n, left := int(toInt(a[0])), toInt(a[1])
+		total += n
+		if n == 0 || left == 0 {
+			return total, nil
+		}
+	}
+}
+
+// meta mirrors the job meta JSON of lib.lua.
+type meta struct {
+	C  float64  `json:"c"`
+	S  float64  `json:"s"`
+	X  float64  `json:"x"`
+	St string   `json:"st"`
+	A  int      `json:"a"` // omitted by lib.lua while 0
+	D  int      `json:"d"`
+	K  *string  `json:"k"`
+	E  *string  `json:"e"`
+	Dr *string  `json:"dr"`
+	Ca float64  `json:"ca"`
+	Sc *float64 `json:"sc"`
+	H  int      `json:"h"`
+	// Sid is the schedule that published the job (schedule.lua).
+	Sid *string `json:"sid"`
+	// Pri is the job's priority (lib.lua wait_score; absent: 0).
+	Pri int `json:"pri"`
+	// Rk is the job's replace key (publish.lua; control.md §3).
+	Rk *string `json:"rk"`
+}
+
+type histEntry struct {
+	Attempt    float64  `json:"attempt"`
+	Status     string   `json:"status"`
+	Error      *string  `json:"error"`
+	Code       *float64 `json:"code"`
+	TS         float64  `json:"ts"`
+	Probe      bool     `json:"probe"`
+	Acked      bool     `json:"acked"`
+	RetryAfter *float64 `json:"retryAfter"`
+	Scope      string   `json:"scope"`
+	Reason     *string  `json:"reason"`
+}
+
+func apiStatus(st string) Status {
+	switch st {
+	case "p":
+		return StatusPending
+	case "r", "f":
+		return StatusProcessing
+	case "w":
+		return StatusAwaitingAck
+	case "c":
+		return StatusCompleted
+	case "d":
+		return StatusDead
+	}
+	return Status(st)
+}
+
+// GetJob reads a job, its history and whether it is in flight (a plain read:
+// three hash fields).
+func (s *Store) GetJob(ctx context.Context, q config.Queue, id string) (*Job, error) {
+	keys := s.Keys(q.Name)
+	pipe := s.rdb.Pipeline()
+	recCmd := pipe.HGet(ctx, keys[2], id)
+	histCmd := pipe.HGet(ctx, keys[3], id)
+	leaseCmd := pipe.HExists(ctx, keys[10], id)
+	_, _ = pipe.Exec(ctx)
+	rec, err := recCmd.Bytes()
+	if err != nil {
+		if isNil(err) {
+			return nil, ErrNotFound
+		}
+		return nil, wrap(fmt.Errorf("get job %s: %w", id, err))
+	}
+	hist, herr := histCmd.Bytes()
+	if herr != nil && !isNil(herr) {
+		return nil, wrap(fmt.Errorf("get history of %s: %w", id, herr))
+	}
+	j, err := decodeJob(q, id, rec, hist)
+	if err != nil {
+		return nil, err
+	}
+	// A claim leaves the record as it was (st p or r) and writes a lease.
+	if j.Status == StatusPending && leaseCmd.Val() {
+		j.Status = StatusProcessing
+	}
+	return j, nil
+}
+
+func decodeJob(q config.Queue, id string, rec, hist []byte) (*Job, error) {
+	i := indexByte(rec, '\n')
+	if i < 0 {
+		return nil, fmt.Errorf("job %s: corrupt record", id)
+	}
+	var m meta
+	if err := json.Unmarshal(rec[:i], &m); err != nil {
+		return nil, fmt.Errorf("job %s: decode meta: %w", id, err)
+	}
+	j := &Job{
+		ID: id, Queue: q.Name, Status: apiStatus(m.St), Attempts: m.A, MaxAttempts: q.MaxAttempts,
+		DeferCount: m.D, IdempotencyKey: m.K, Payload: rec[i+1:],
+		ScheduledFor: fromMS(int64(m.S)), ExpiresAt: fromMS(int64(m.X)),
+		LastError: m.E, DeadReason: m.Dr, CreatedAt: fromMS(int64(m.C)), History: []Attempt{},
+		ScheduleID: m.Sid, Priority: m.Pri, ReplaceKey: m.Rk,
+	}
+	if m.Ca > 0 {
+		t := fromMS(int64(m.Ca))
+		j.CompletedAt = &t
+	}
+	if len(hist) > 0 {
+		var entries []histEntry
+		buf := make([]byte, 0, len(hist)+2)
+		buf = append(append(append(buf, '['), hist...), ']')
+		if err := json.Unmarshal(buf, &entries); err != nil {
+			return nil, fmt.Errorf("job %s: decode history: %w", id, err)
+		}
+		for _, e := range entries {
+			a := Attempt{Attempt: int(e.Attempt), Status: e.Status, Error: e.Error,
+				Timestamp: fromMS(int64(e.TS)), Probe: e.Probe, Acked: e.Acked, RetryAfter: e.RetryAfter,
+				Scope: e.Scope, Reason: e.Reason}
+			if a.Status == "acked" {
+				// Stored before acks were written as SimpleQ's "success":
+				// read back as what they are, nothing rewritten.
+				a.Status, a.Acked = "success", true
+			}
+			if e.Code != nil {
+				c := int(*e.Code)
+				a.WebhookStatusCode = &c
+			}
+			j.History = append(j.History, a)
+		}
+	} else if m.St == "c" && m.A == 1 && m.D == 0 && m.H == 0 && m.Ca > 0 {
+		// settle.lua's fast path writes no history for a job delivered
+		// successfully at its first attempt: the record says it all.
+		a := Attempt{Attempt: 1, Status: "success", Timestamp: fromMS(int64(m.Ca))}
+		if m.Sc != nil {
+			c := int(*m.Sc)
+			a.WebhookStatusCode = &c
+		}
+		j.History = append(j.History, a)
+	}
+	return j, nil
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}

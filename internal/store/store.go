@@ -1,0 +1,259 @@
+package store
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simpleq/simpleqd/internal/config"
+	"github.com/simpleq/simpleqd/internal/lua"
+)
+
+// Options tune a Store.
+type Options struct {
+	// Prefix starts every key.
+	Prefix string
+	// LeaseMargin is added to a queue's webhook timeout to form a delivery's lease.
+	LeaseMargin time.Duration
+	// MaintenanceBatch bounds how many expired leases, lifetimes and purges one
+	// claim handles, so no script call grows with the backlog.
+	MaintenanceBatch int
+	// OnScript, when set, is told how long each script call took as this
+	// process saw it (sending, Redis running the script, the answer coming
+	// back, and waiting for a CPU on either side), and its error. It runs on
+	// the caller's goroutine after every call, so it must be cheap and safe
+	// for concurrent use. It feeds the daemon's Redis latency metrics:
+	// Redis' own INFO commandstats shows only the middle part. Under
+	// replicated durability the time includes the wait for a replica, and
+	// a write no replica confirmed counts as an error.
+	OnScript func(script string, took time.Duration, err error)
+	// Replicated makes every acknowledged write and every recorded outcome
+	// wait until at least one replica has it (WAIT), so a master that dies
+	// right after answering cannot take it along (redis.durability:
+	// replicated; see durability.go). Off, a write is acknowledged once the
+	// master has it (local).
+	Replicated bool
+	// ReplicaTimeout bounds that wait; past it the call fails with
+	// ErrNotReplicated. 0 means DefaultReplicaTimeout.
+	ReplicaTimeout time.Duration
+}
+
+// Store runs simpleqd's scripts against one Redis or Redis Cluster.
+type Store struct {
+	rdb     redis.UniversalClient
+	opts    Options
+	scripts map[string]*redis.Script
+	ids     IDGen
+	node    string
+	seq     atomic.Uint64
+}
+
+// New prepares a Store; call Load before use so pipelined calls never meet NOSCRIPT.
+func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = "simpleq"
+	}
+	if opts.MaintenanceBatch <= 0 {
+		opts.MaintenanceBatch = 100
+	}
+	if opts.ReplicaTimeout <= 0 {
+		opts.ReplicaTimeout = DefaultReplicaTimeout
+	}
+	s := &Store{rdb: rdb, opts: opts, scripts: make(map[string]*redis.Script, len(lua.All))}
+	for _, name := range lua.All {
+		src, err := lua.Source(name)
+		if err != nil {
+			return nil, err
+		}
+		s.scripts[name] = redis.NewScript(src)
+	}
+	var b [6]byte
+	if _, err := cryptoRead(b[:]); err != nil {
+		// Fail rather than run with a zero node id: lease tokens would then
+		// differ between daemons only by their per-process counters, so two
+		// daemons could hold the same token and pass each other's fencing.
+		return nil, fmt.Errorf("store: random node id for lease tokens: %w", err)
+	}
+	s.node = hex.EncodeToString(b[:])
+	return s, nil
+}
+
+// cryptoRead is crypto/rand's Read, a variable so tests can make it fail.
+var cryptoRead = crand.Read
+
+// Load loads every script into Redis (on every master of a cluster).
+func (s *Store) Load(ctx context.Context) error {
+	for name, sc := range s.scripts {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return wrap(fmt.Errorf("load script %s: %w", name, err))
+		}
+	}
+	return nil
+}
+
+// Ping reports whether Redis answers and the scripts are loaded.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return wrap(fmt.Errorf("ping: %w", err))
+	}
+	hashes := make([]string, 0, len(s.scripts))
+	for _, sc := range s.scripts {
+		hashes = append(hashes, sc.Hash())
+	}
+	ok, err := s.rdb.ScriptExists(ctx, hashes...).Result()
+	if err != nil {
+		return wrap(fmt.Errorf("script exists: %w", err))
+	}
+	for _, v := range ok {
+		if !v {
+			// Redis restarted (the script cache is not persisted): load again.
+			return s.Load(ctx)
+		}
+	}
+	return nil
+}
+
+// Client exposes the Redis client to the wake-up notifier (pub/sub only).
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// Keys returns the keys of one queue in the order lib.lua declares them. All
+// carry the hash tag {queue}, so they live in one cluster slot.
+func (s *Store) Keys(queue string) []string {
+	base := s.opts.Prefix + ":{" + queue + "}:"
+	return []string{
+		base + "waiting", base + "inflight", base + "jobs", base + "hist", base + "state",
+		base + "lifetimes", base + "dead", base + "purge", base + "idem", base + "starts",
+		base + "leases",
+	}
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// callKey is the call log of one claim or settle call (lib.lua K_CALL),
+// passed as KEYS[12]: it carries the queue's hash tag like every key.
+func (s *Store) callKey(queue, call string) string {
+	return s.opts.Prefix + ":{" + queue + "}:call:" + call
+}
+
+// params builds ARGV[1..19] of lib.lua for a queue.
+func (s *Store) params(q config.Queue, extra int) []any {
+	jitter := "0"
+	if q.Backoff.Jitter {
+		jitter = "1"
+	}
+	a := make([]any, 0, 19+extra)
+	return append(a,
+		q.Mode, q.Concurrency, q.RateLimitMax, ms(q.RateLimitWindow),
+		q.MaxAttempts, q.MaxDefers, ms(q.Timeout+s.opts.LeaseMargin), ms(q.AckTimeout),
+		q.AckTimeoutAction, q.Backoff.Type, ms(q.Backoff.Base), ms(q.Backoff.Max), jitter,
+		ms(q.JobLifetime), ms(q.Retention), strconv.FormatFloat(rand.Float64(), 'f', 8, 64),
+		s.opts.MaintenanceBatch, q.Breaker.Failures, ms(q.Breaker.HoldFor),
+	)
+}
+
+func (s *Store) run(ctx context.Context, name string, q config.Queue, args []any) (any, error) {
+	return s.runKeys(ctx, name, q, s.Keys(q.Name), args)
+}
+
+// runCall runs a claim or settle script with the call log of call as
+// KEYS[12] and the queue's statistics as KEYS[13].
+func (s *Store) runCall(ctx context.Context, name string, q config.Queue, call string, args []any) (any, error) {
+	return s.runKeys(ctx, name, q, append(s.Keys(q.Name), s.callKey(q.Name, call), s.statsKey(q.Name)), args)
+}
+
+func (s *Store) runKeys(ctx context.Context, name string, q config.Queue, keys []string, args []any) (any, error) {
+	var began time.Time
+	if s.opts.OnScript != nil {
+		began = time.Now()
+	}
+	var res any
+	var err error
+	acks := int64(1)
+	if s.opts.Replicated && replicatedScripts[name] {
+		res, acks, err = s.evalReplicated(ctx, name, q.Name, keys, args)
+	} else {
+		res, err = s.scripts[name].Run(ctx, s.rdb, keys, args...).Result()
+	}
+	var short error
+	if err == nil && acks < 1 {
+		short = s.notReplicated(name, q.Name, acks)
+	}
+	if s.opts.OnScript != nil {
+		callErr := err
+		if isNil(err) {
+			callErr = nil // a script's empty answer, not a failure
+		}
+		if short != nil {
+			callErr = short
+		}
+		s.opts.OnScript(name, time.Since(began), callErr)
+	}
+	if err != nil {
+		moved := isMoved(err) // only from the replicated path's node pipeline
+		err = fmt.Errorf("script %s on queue %s: %w", name, q.Name, err)
+		if moved {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return nil, wrap(err)
+	}
+	if short != nil {
+		return nil, short
+	}
+	return res, nil
+}
+
+// wrap marks connection-level failures with ErrUnavailable; errors Redis itself
+// returned (a script error) stay plain, since retrying them cannot help.
+func wrap(err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !errors.Is(err, redis.ErrClosed) {
+		msg := rerr.Error()
+		if len(msg) >= 7 && (msg[:7] == "LOADING" || msg[:7] == "CLUSTER") || len(msg) >= 8 && msg[:8] == "TRYAGAIN" || len(msg) >= 8 && msg[:8] == "READONLY" || len(msg) >= 7 && msg[:7] == "MASTERD" {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+func (s *Store) token() string {
+	return s.node + "." + strconv.FormatUint(s.seq.Add(1), 36)
+}
+
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func toStr(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return ""
+}
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+// statsKey is the queue's statistics hash (lib.lua stats_flush), passed
+// after the queue keys to the scripts that count: it carries the queue's
+// hash tag like every key.
+func (s *Store) statsKey(queue string) string {
+	return s.opts.Prefix + ":{" + queue + "}:stats"
+}
