@@ -33,6 +33,15 @@ const redactedValue = "[redacted]"
 // names may contain dots.
 const keyDelim = "::"
 
+// DefaultLameDuck is how long a stopping daemon answers 503 on /readyz while
+// still serving the API: long enough for a load balancer or a Kubernetes
+// Service to take it out of rotation, short enough not to slow a rollout.
+// MaxLameDuck bounds it: past a minute a stop would look hung.
+const (
+	DefaultLameDuck = 2 * time.Second
+	MaxLameDuck     = time.Minute
+)
+
 // queueNamePattern is the set of queue names the API and Redis keys accept.
 var queueNamePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
@@ -49,6 +58,7 @@ func Default() *Config {
 			MaxConcurrentRequests: 1024,
 		},
 		ShutdownGrace: 10 * time.Second,
+		LameDuck:      DefaultLameDuck,
 		Log:           Log{Format: "json", Level: "info"},
 		Dispatch:      Dispatch{LeaseMargin: 5 * time.Second, ClaimBatch: 64, Linger: 300 * time.Microsecond, ScheduleLease: 2 * time.Second},
 		Tracing:       Tracing{SampleRatio: 1, ServiceName: "simpleqd"},
@@ -72,6 +82,7 @@ func Default() *Config {
 			JobLifetime:       24 * time.Hour,
 			Retention:         72 * time.Hour,
 			Breaker:           Breaker{Failures: 0, HoldFor: 30 * time.Second},
+			FlowKeys:          FlowKeys{RateLimitWindow: time.Second, HoldScope: "key"},
 		},
 		Queues: map[string]Queue{},
 	}
@@ -232,6 +243,7 @@ func topSchema(c *Config) []node {
 			{name: "maxConcurrentRequests", target: &c.HTTP.MaxConcurrentRequests},
 		}},
 		{name: "shutdownGrace", target: &c.ShutdownGrace},
+		{name: "lameDuck", target: &c.LameDuck},
 		{name: "auth", children: []node{
 			{name: "apiKeys", target: &c.Auth.APIKeys},
 		}},
@@ -282,6 +294,12 @@ func settingsSchema(s *QueueSettings) []node {
 		{name: "breaker", children: []node{
 			{name: "failures", target: &s.Breaker.Failures},
 			{name: "holdFor", target: &s.Breaker.HoldFor},
+		}},
+		{name: "flowKeys", children: []node{
+			{name: "concurrency", target: &s.FlowKeys.Concurrency},
+			{name: "rateLimitMax", target: &s.FlowKeys.RateLimitMax},
+			{name: "rateLimitWindow", target: &s.FlowKeys.RateLimitWindow},
+			{name: "holdScope", target: &s.FlowKeys.HoldScope},
 		}},
 	}
 }
@@ -942,6 +960,9 @@ func (l *loader) validate(c *Config) {
 	if c.ShutdownGrace < 0 {
 		l.problemf("shutdownGrace", "must be ≥ 0 (got %s)", c.ShutdownGrace)
 	}
+	if c.LameDuck < 0 || c.LameDuck > MaxLameDuck {
+		l.problemf("lameDuck", "must be between 0 and %s (got %s)", MaxLameDuck, c.LameDuck)
+	}
 
 	// log, dispatch
 	if c.Log.Format != "json" && c.Log.Format != "console" {
@@ -1059,6 +1080,20 @@ func checkSettings(s QueueSettings) []settingsProblem {
 	} else if s.Breaker.HoldFor < 0 {
 		add(fmt.Sprintf("must be ≥ 0 (got %s)", s.Breaker.HoldFor), "breaker.holdFor")
 	}
+	if s.FlowKeys.Concurrency < 0 {
+		add(fmt.Sprintf("must be ≥ 0 (got %d; 0 means no per-lane cap)", s.FlowKeys.Concurrency), "flowKeys.concurrency")
+	}
+	if s.FlowKeys.RateLimitMax < 0 {
+		add(fmt.Sprintf("must be ≥ 0 (got %d; 0 means no per-lane rate limit)", s.FlowKeys.RateLimitMax), "flowKeys.rateLimitMax")
+	}
+	if s.FlowKeys.RateLimitMax > 0 && s.FlowKeys.RateLimitWindow <= 0 {
+		add(fmt.Sprintf("must be > 0 when flowKeys.rateLimitMax > 0 (got %s)", s.FlowKeys.RateLimitWindow), "flowKeys.rateLimitWindow", "flowKeys.rateLimitMax")
+	} else if s.FlowKeys.RateLimitWindow < 0 {
+		add(fmt.Sprintf("must be ≥ 0 (got %s)", s.FlowKeys.RateLimitWindow), "flowKeys.rateLimitWindow")
+	}
+	if s.FlowKeys.HoldScope != "key" && s.FlowKeys.HoldScope != "queue" {
+		add(fmt.Sprintf("must be \"key\" or \"queue\" (got %q)", s.FlowKeys.HoldScope), "flowKeys.holdScope")
+	}
 	return out
 }
 
@@ -1124,6 +1159,7 @@ type (
 		Redis         redisView            `yaml:"redis"`
 		HTTP          httpView             `yaml:"http"`
 		ShutdownGrace string               `yaml:"shutdownGrace"`
+		LameDuck      string               `yaml:"lameDuck"`
 		Auth          authView             `yaml:"auth"`
 		Log           logView              `yaml:"log"`
 		Dispatch      dispatchView         `yaml:"dispatch"`
@@ -1171,24 +1207,31 @@ type (
 		Jitter bool   `yaml:"jitter"`
 	}
 	settingsView struct {
-		Mode              string      `yaml:"mode"`
-		Concurrency       int         `yaml:"concurrency"`
-		RateLimitMax      int         `yaml:"rateLimitMax"`
-		RateLimitWindow   string      `yaml:"rateLimitWindow"`
-		MaxAttempts       int         `yaml:"maxAttempts"`
-		MaxDefers         int         `yaml:"maxDefers"`
-		Timeout           string      `yaml:"timeout"`
-		AckTimeout        string      `yaml:"ackTimeout"`
-		AckTimeoutAction  string      `yaml:"ackTimeoutAction"`
-		Backoff           backoffView `yaml:"backoff"`
-		DefaultRetryAfter string      `yaml:"defaultRetryAfter"`
-		JobLifetime       string      `yaml:"jobLifetime"`
-		Retention         string      `yaml:"retention"`
-		Breaker           breakerView `yaml:"breaker"`
+		Mode              string       `yaml:"mode"`
+		Concurrency       int          `yaml:"concurrency"`
+		RateLimitMax      int          `yaml:"rateLimitMax"`
+		RateLimitWindow   string       `yaml:"rateLimitWindow"`
+		MaxAttempts       int          `yaml:"maxAttempts"`
+		MaxDefers         int          `yaml:"maxDefers"`
+		Timeout           string       `yaml:"timeout"`
+		AckTimeout        string       `yaml:"ackTimeout"`
+		AckTimeoutAction  string       `yaml:"ackTimeoutAction"`
+		Backoff           backoffView  `yaml:"backoff"`
+		DefaultRetryAfter string       `yaml:"defaultRetryAfter"`
+		JobLifetime       string       `yaml:"jobLifetime"`
+		Retention         string       `yaml:"retention"`
+		Breaker           breakerView  `yaml:"breaker"`
+		FlowKeys          flowKeysView `yaml:"flowKeys"`
 	}
 	breakerView struct {
 		Failures int    `yaml:"failures"`
 		HoldFor  string `yaml:"holdFor"`
+	}
+	flowKeysView struct {
+		Concurrency     int    `yaml:"concurrency"`
+		RateLimitMax    int    `yaml:"rateLimitMax"`
+		RateLimitWindow string `yaml:"rateLimitWindow"`
+		HoldScope       string `yaml:"holdScope"`
 	}
 	queueView struct {
 		WebhookURL       string `yaml:"webhookUrl"`
@@ -1211,6 +1254,7 @@ func (c *Config) view() configView {
 		Redis:         redisViewOf(c.Redis), // redis.go
 		HTTP:          httpView(c.HTTP),
 		ShutdownGrace: c.ShutdownGrace.String(),
+		LameDuck:      c.LameDuck.String(),
 		Auth:          authView{APIKeys: keys, Keys: keyViews(c.Auth.Keys)},
 		Log:           logView(c.Log),
 		Dispatch:      dispatchView{LeaseMargin: c.Dispatch.LeaseMargin.String(), ClaimBatch: c.Dispatch.ClaimBatch, Linger: c.Dispatch.Linger.String()},
@@ -1275,6 +1319,8 @@ func settingsViewOf(s QueueSettings) settingsView {
 		JobLifetime:       s.JobLifetime.String(),
 		Retention:         s.Retention.String(),
 		Breaker:           breakerView{Failures: s.Breaker.Failures, HoldFor: s.Breaker.HoldFor.String()},
+		FlowKeys: flowKeysView{Concurrency: s.FlowKeys.Concurrency, RateLimitMax: s.FlowKeys.RateLimitMax,
+			RateLimitWindow: s.FlowKeys.RateLimitWindow.String(), HoldScope: s.FlowKeys.HoldScope},
 	}
 }
 

@@ -96,6 +96,7 @@ func TestDefaultsWithoutFile(t *testing.T) {
 		JobLifetime:       24 * time.Hour,
 		Retention:         72 * time.Hour,
 		Breaker:           Breaker{HoldFor: 30 * time.Second},
+		FlowKeys:          FlowKeys{RateLimitWindow: time.Second, HoldScope: "key"},
 	}, c.Defaults)
 	require.Empty(t, c.Queues)
 }

@@ -12,10 +12,14 @@ type Config struct {
 	Redis         Redis
 	HTTP          HTTP
 	ShutdownGrace time.Duration
-	Auth          Auth
-	Log           Log
-	Dispatch      Dispatch
-	Tracing       Tracing
+	// LameDuck is how long a stopping daemon keeps serving the API with
+	// /readyz answering 503, so load balancers stop sending it requests
+	// before its listener closes; claiming stops at once all the same.
+	LameDuck time.Duration
+	Auth     Auth
+	Log      Log
+	Dispatch Dispatch
+	Tracing  Tracing
 	// Webhooks limits where API-created queues may point (webhooks.go).
 	Webhooks Webhooks
 	// Defaults are the settings every queue starts from.
@@ -200,6 +204,23 @@ type Breaker struct {
 	HoldFor time.Duration
 }
 
+// FlowKeys are a queue's per-lane settings (keys.md §2): a job published
+// with a flowKey belongs to that key's lane, which gets its own limits, its
+// own hold and its own probe, so one tenant's 429 does not stop the others.
+// The queue's Concurrency and RateLimitMax stay the totals over all lanes.
+type FlowKeys struct {
+	// Concurrency caps each lane's deliveries in flight plus awaiting ack,
+	// fleet-wide; 0 means no per-lane cap.
+	Concurrency int
+	// RateLimitMax caps the deliveries each lane starts per
+	// RateLimitWindow (sliding); 0 means none.
+	RateLimitMax    int
+	RateLimitWindow time.Duration
+	// HoldScope says what a backpressure answer (429/503/529) to a keyed
+	// job holds: "key" its lane only, "queue" the whole queue.
+	HoldScope string
+}
+
 // QueueSettings are the per-queue knobs that can be set under defaults or per queue.
 type QueueSettings struct {
 	Mode              string // "standard" or "ack"
@@ -216,6 +237,7 @@ type QueueSettings struct {
 	JobLifetime       time.Duration
 	Retention         time.Duration
 	Breaker           Breaker
+	FlowKeys          FlowKeys
 }
 
 // Queue is one webhook URL plus its settings.
