@@ -71,6 +71,13 @@ type Watcher struct {
 	// current and last are touched only by Run's goroutine (and New).
 	current *config.Config
 	last    []byte // file contents behind current, to skip no-op events
+
+	// Test signals, nil in production (one nil check each): afterEvent
+	// learns of every file event Run looked at and whether it counted,
+	// afterReload of every reload Run finished, with its trigger. Tests wait
+	// on them instead of sleeping past the debounce.
+	afterEvent  func(name string, relevant bool)
+	afterReload func(trigger string)
 }
 
 // New prepares a watcher. It reads the file once, so that a later file event
@@ -135,13 +142,20 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return nil
 		case why := <-w.trigger:
 			w.reload(why, true)
+			if w.afterReload != nil {
+				w.afterReload(why)
+			}
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
 				continue
 			}
-			if w.relevant(ev) {
+			relevant := w.relevant(ev)
+			if relevant {
 				debounce.Reset(w.opts.Debounce)
+			}
+			if w.afterEvent != nil {
+				w.afterEvent(ev.Name, relevant)
 			}
 		case err, ok := <-watchErrs:
 			if !ok {
@@ -151,6 +165,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 			log.Warn("configuration file watch error", zap.Error(err))
 		case <-debounce.C:
 			w.reload("file change", false)
+			if w.afterReload != nil {
+				w.afterReload("file change")
+			}
 		}
 	}
 }
