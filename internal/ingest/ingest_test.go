@@ -55,7 +55,8 @@ func TestConcurrentPublishesAreMergedAndAnsweredIndividually(t *testing.T) {
 	}
 	// Let the first call block while the rest queue up, then release all.
 	require.Eventually(t, func() bool { return st.calls.Load() == 1 }, time.Second, time.Millisecond)
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return c.Waiting("q")+int(st.jobs.Load()) == n }, 5*time.Second, time.Millisecond,
+		"every other publish waits behind the first call")
 	close(st.gate)
 	wg.Wait()
 	for i := range results {
@@ -77,10 +78,11 @@ func TestIdlePublishGoesAlone(t *testing.T) {
 	require.EqualValues(t, 5, st.calls.Load())
 }
 
-// stuckStore never answers until its context ends.
-type stuckStore struct{}
+// stuckStore never answers until its context ends; it counts the calls.
+type stuckStore struct{ calls atomic.Int64 }
 
-func (stuckStore) Publish(ctx context.Context, _ config.Queue, _ []store.NewJob) ([]store.Published, error) {
+func (s *stuckStore) Publish(ctx context.Context, _ config.Queue, _ []store.NewJob) ([]store.Published, error) {
+	s.calls.Add(1)
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
@@ -92,7 +94,8 @@ func (stuckStore) Publish(ctx context.Context, _ config.Queue, _ []store.NewJob)
 func TestCallTimeoutBoundsEveryCall(t *testing.T) {
 	t.Parallel()
 	const timeout = 300 * time.Millisecond
-	c := ingest.New(stuckStore{}).WithCallTimeout(timeout)
+	st := &stuckStore{}
+	c := ingest.New(st).WithCallTimeout(timeout)
 	q := config.Queue{Name: "q"}
 	var wg sync.WaitGroup
 	publish := func(i int) {
@@ -105,7 +108,7 @@ func TestCallTimeoutBoundsEveryCall(t *testing.T) {
 	}
 	wg.Add(1)
 	go publish(0)
-	time.Sleep(10 * time.Millisecond) // the first call is now stuck
+	require.Eventually(t, func() bool { return st.calls.Load() == 1 }, time.Second, time.Millisecond, "the first call is stuck")
 	for i := 1; i < 5; i++ {
 		wg.Add(1)
 		go publish(i)

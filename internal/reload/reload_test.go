@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -53,6 +54,62 @@ type fixture struct {
 	target *fakeTarget
 	w      *Watcher
 	logs   *observer.ObservedLogs
+
+	// What the watcher's test signals told, in order: seq numbers the
+	// signals; relevantAt and reloadAt are the seq of the last relevant
+	// file event and the last finished file-change reload.
+	mu                   sync.Mutex
+	seq                  int
+	relevant, reloads    int
+	relevantAt, reloadAt int
+	ignored              []string
+}
+
+// signals installs the watcher's test signals; call it before Run.
+func (f *fixture) signals() {
+	f.w.afterEvent = func(name string, relevant bool) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.seq++
+		if relevant {
+			f.relevant++
+			f.relevantAt = f.seq
+		} else {
+			f.ignored = append(f.ignored, filepath.Base(name))
+		}
+	}
+	f.w.afterReload = func(trigger string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.seq++
+		if trigger == "file change" {
+			f.reloads++
+			f.reloadAt = f.seq
+		}
+	}
+}
+
+// relevantEvents is how many file events the watcher counted so far.
+func (f *fixture) relevantEvents() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.relevant
+}
+
+// settled reports whether the watcher has finished a file-change reload
+// after the last relevant event it saw: nothing is pending.
+func (f *fixture) settled() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reloads > 0 && f.reloadAt > f.relevantAt
+}
+
+// sawIgnored reports whether the watcher saw an event for name and did not
+// count it.
+func (f *fixture) sawIgnored(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Contains(f.ignored, name)
 }
 
 func start(t *testing.T, initial string) *fixture {
@@ -66,6 +123,7 @@ func start(t *testing.T, initial string) *fixture {
 	f := &fixture{path: path, target: &fakeTarget{}, logs: logs}
 	f.w = New(Options{Path: path, Getenv: func(string) string { return "" }, Target: f.target, Current: cfg,
 		Logger: zap.New(core), Debounce: 50 * time.Millisecond})
+	f.signals()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.w.Run(ctx) }()
@@ -124,11 +182,14 @@ func TestRenameOverReloads(t *testing.T) {
 func TestBurstOfWritesIsOneReload(t *testing.T) {
 	f := start(t, queueFile(1, ""))
 	for i := 2; i <= 6; i++ {
+		// Each write is seen as an event of its own before the next, all
+		// within the debounce.
+		seen := f.relevantEvents()
 		f.write(t, queueFile(i, ""))
-		time.Sleep(5 * time.Millisecond)
+		require.Eventually(t, func() bool { return f.relevantEvents() > seen }, 5*time.Second, time.Millisecond)
 	}
 	require.Eventually(t, func() bool { return f.target.count() == 1 }, 5*time.Second, 10*time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
+	require.Eventually(t, f.settled, 5*time.Second, time.Millisecond, "the watcher has nothing pending")
 	require.Equal(t, 1, f.target.count())
 	require.Equal(t, 6, f.target.last().Queues["emails"].Concurrency)
 }
@@ -158,7 +219,8 @@ func TestUnchangedContentsAndOtherFilesAreIgnored(t *testing.T) {
 	f := start(t, queueFile(1, ""))
 	f.write(t, queueFile(1, ""))                                                                                    // same bytes
 	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(f.path), ".simpleqd.yaml.swp"), []byte("x"), 0o600)) // another file
-	time.Sleep(300 * time.Millisecond)
+	require.Eventually(t, func() bool { return f.sawIgnored(".simpleqd.yaml.swp") && f.settled() }, 5*time.Second, time.Millisecond,
+		"the watcher has looked at both files")
 	require.Zero(t, f.target.count())
 	require.Empty(t, f.messages("reload rejected: keeping the running configuration"))
 }
