@@ -253,7 +253,7 @@ func TestRetryRespectsContext(t *testing.T) {
 
 	// Cancelled while waiting: returns promptly.
 	ctx, cancel = context.WithCancel(context.Background())
-	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	time.AfterFunc(100*time.Millisecond, cancel) // cancels while Queue waits out the Retry-After
 	start = time.Now()
 	_, err = c.Queue(ctx, "q")
 	require.Error(t, err)

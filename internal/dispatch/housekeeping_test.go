@@ -75,7 +75,9 @@ func TestSettleCallsRunHousekeepingEveryInterval(t *testing.T) {
 	t.Parallel()
 	fast := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer fast.Close()
-	slow := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { time.Sleep(30 * time.Millisecond) }))
+	slow := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		time.Sleep(30 * time.Millisecond) //nolint:forbidigo // a delivery that takes longer than the interval in wall time
+	}))
 	defer slow.Close()
 
 	run := func(every time.Duration, webhook string, jobs int) []bool {

@@ -209,7 +209,7 @@ func TestSlowHeaderCutOff(t *testing.T) {
 	require.NoError(t, err)
 	go func() {
 		for range 20 {
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) //nolint:forbidigo // the test is a client that trickles its header in wall time
 			if _, err := io.WriteString(c, "X-Slow: y\r\n"); err != nil {
 				return
 			}
@@ -229,7 +229,7 @@ func TestSlowHeaderCutOff(t *testing.T) {
 	_, err = fmt.Fprintf(c2, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size)
 	require.NoError(t, err)
 	for range 4 {
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond) //nolint:forbidigo // the body must take longer than HeaderTimeout in wall time
 		_, err = c2.Write(make([]byte, size/4))
 		require.NoError(t, err)
 	}
@@ -301,12 +301,8 @@ func TestShutdownWaitsForRequests(t *testing.T) {
 	<-entered
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Shutdown(context.Background()) }()
-	time.Sleep(100 * time.Millisecond)
-	select {
-	case err := <-stopped:
-		t.Fatalf("Shutdown returned (%v) while a request was being served", err)
-	default:
-	}
+	require.Never(t, func() bool { return len(stopped) > 0 }, 100*time.Millisecond, 5*time.Millisecond,
+		"Shutdown returned while a request was being served")
 	close(release)
 	require.Equal(t, "done", <-answer)
 	require.NoError(t, <-stopped)

@@ -44,17 +44,10 @@ func startReplicated(t testing.TB) (master, replica *redistest.Server) {
 // waitOnline waits until n replicas of the master are online.
 func waitOnline(t testing.TB, m *redis.Client, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	require.Eventually(t, func() bool {
 		info, err := m.Info(context.Background(), "replication").Result()
-		if err == nil && strings.Count(info, "state=online") == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d replicas not online after 10s: %v\n%s", n, err, info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && strings.Count(info, "state=online") == n
+	}, 10*time.Second, 20*time.Millisecond, "%d replicas not online after 10s", n)
 }
 
 func replicatedStore(t testing.TB, rdb redis.UniversalClient, timeout time.Duration) *store.Store {
