@@ -77,6 +77,8 @@ type Daemon struct {
 
 	listener net.Listener
 	ready    atomic.Bool
+	// stopping turns readiness off for good: the daemon is a lame duck.
+	stopping atomic.Bool
 	mu       sync.Mutex
 }
 
@@ -203,10 +205,30 @@ func (d *Daemon) Reload(cfg *config.Config) {
 	d.log.Debug("configuration applied", zap.Int("queues", len(cfg.Queues)))
 }
 
-// Run serves until ctx ends, then shuts down in order: stop accepting API
-// requests, stop claiming, let deliveries finish within the grace period,
-// hand back the rest, send the delivery spans still batched, close Redis.
-func (d *Daemon) Run(ctx context.Context) error {
+// Component is one long-running part of a process that Run supervises
+// beside its own: it returns nil once its context ends, and an error only
+// when it cannot go on, which stops the whole daemon. The serve command
+// hands Run the reload watcher this way.
+type Component func(ctx context.Context) error
+
+// httpShutdown bounds how long the API's requests still being served when
+// the listener closes may take to finish.
+const httpShutdown = 5 * time.Second
+
+// Run serves until ctx ends or one of its components fails, and then stops
+// in order. Every component (the HTTP server, the dispatcher, the wake-up
+// bus, the queue and schedule syncs, and extra) runs in one errgroup: the
+// first to fail stops the others, and Run returns its error.
+//
+// When ctx ends, the daemon stops claiming at once and its deliveries in
+// flight get shutdownGrace (the rest are handed back); meanwhile it is a
+// lame duck for lameDuck: /readyz answers 503 so load balancers take it out
+// of rotation, while the API still answers the requests that reach it. Then
+// the listener closes. The wake-up bus runs until the HTTP server and the
+// dispatcher are done, so their last state signals reach the fleet; then
+// the delivery spans still batched are sent and Redis is closed. After a
+// failure there is no lame duck: the daemon stops at once.
+func (d *Daemon) Run(ctx context.Context, extra ...Component) error {
 	if d.listener == nil {
 		if _, err := d.Listen(); err != nil {
 			return err
@@ -217,35 +239,71 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("simpleqd listening", zap.String("addr", d.listener.Addr().String()),
 		zap.Int("queues", len(cfg.Queues)), zap.String("version", Version))
 
-	g, gctx := errgroup.WithContext(ctx)
+	// failed ends when a component fails; stopping also when ctx ends (no
+	// more claims, the lame duck begins); serving when the lame duck is
+	// over (the listener closes); wakes once the HTTP server and the
+	// dispatcher are both done.
+	g, failed := errgroup.WithContext(context.WithoutCancel(ctx))
+	stopping, stop := context.WithCancel(failed)
+	defer stop()
+	defer context.AfterFunc(ctx, stop)()
+	serving, closeHTTP := context.WithCancel(failed)
+	defer closeHTTP()
+	wakes, endWakes := context.WithCancel(failed)
+	defer endWakes()
+	var draining sync.WaitGroup // the HTTP server and the dispatcher
+	draining.Add(2)
+
 	g.Go(func() error {
-		if err := srv.Serve(d.listener); err != nil {
+		<-stopping.Done()
+		d.stopping.Store(true)
+		d.lameDuck(failed)
+		closeHTTP()
+		return nil
+	})
+	g.Go(func() error {
+		err := srv.Serve(d.listener)
+		if err == nil && serving.Err() == nil {
+			// fasthttp returns nil when its listener is closed under it.
+			err = errors.New("the listener closed")
+		}
+		if err != nil {
 			return fmt.Errorf("http server: %w", err)
 		}
 		return nil
 	})
 	g.Go(func() error {
-		<-gctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer draining.Done()
+		<-serving.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), httpShutdown)
 		defer cancel()
 		return srv.Shutdown(sctx)
 	})
 	// The dispatcher starts once the scripts are loaded.
 	g.Go(func() error {
-		if ok, err := d.loadScripts(gctx); !ok {
+		defer draining.Done()
+		if ok, err := d.loadScripts(stopping); !ok {
 			return err
 		}
 		// The queues created over the API, before the first request is
 		// ready to be served; the syncer keeps them in step from then on.
-		if err := d.sync.Load(gctx); err != nil && gctx.Err() == nil {
+		if err := d.sync.Load(stopping); err != nil && stopping.Err() == nil {
 			d.log.Warn("could not read the queues created over the API yet; retrying", zap.Error(err))
 		}
-		go func() { _ = d.sync.Run(gctx) }()
+		g.Go(func() error { return d.sync.Run(serving) })
 		d.ready.Store(true)
-		d.startSchedules(gctx)
-		go func() { _ = d.bus.Run(gctx, d.disp.WakeAll) }()
-		return d.disp.Run(gctx)
+		d.startSchedules(stopping, g)
+		g.Go(func() error { return d.bus.Run(wakes, d.disp.WakeAll) })
+		return d.disp.Run(stopping)
 	})
+	g.Go(func() error {
+		draining.Wait()
+		endWakes()
+		return nil
+	})
+	for _, c := range extra {
+		g.Go(func() error { return c(stopping) })
+	}
 	err := g.Wait()
 	d.flushSpans()
 	_ = d.rdb.Close()
@@ -254,6 +312,23 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.log.Info("simpleqd stopped")
 	return err
+}
+
+// lameDuck keeps the API serving, with /readyz answering 503, for the
+// configured lameDuck, unless a component has failed (failed ended).
+func (d *Daemon) lameDuck(failed context.Context) {
+	wait := d.cfg.Load().LameDuck
+	if wait <= 0 || failed.Err() != nil {
+		return
+	}
+	d.log.Info("lame duck: /readyz answers 503 while the API keeps serving; then the listener closes",
+		zap.Duration("lameDuck", wait))
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-failed.Done():
+	}
 }
 
 // spanFlush bounds how long a stopping daemon spends sending the delivery
@@ -571,6 +646,9 @@ func (b backend) Resume(ctx context.Context, q config.Queue) error {
 }
 
 func (b backend) Ping(ctx context.Context) error {
+	if b.d.stopping.Load() {
+		return fmt.Errorf("%w: shutting down", store.ErrUnavailable)
+	}
 	if !b.d.ready.Load() {
 		return fmt.Errorf("%w: scripts not loaded yet", store.ErrUnavailable)
 	}

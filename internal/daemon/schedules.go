@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/schedule"
@@ -65,10 +66,11 @@ func (d *Daemon) initSchedules(cfg *config.Config) {
 	d.sched.initial = cfg.Schedules
 }
 
-// startSchedules runs the scheduler and the file-schedule sync until ctx ends.
-func (d *Daemon) startSchedules(ctx context.Context) {
-	go func() { _ = d.sched.runner.Run(ctx) }()
-	go d.syncSchedulesLoop(ctx)
+// startSchedules runs the scheduler and the file-schedule sync in g until
+// ctx ends.
+func (d *Daemon) startSchedules(ctx context.Context, g *errgroup.Group) {
+	g.Go(func() error { return d.sched.runner.Run(ctx) })
+	g.Go(func() error { d.syncSchedulesLoop(ctx); return nil })
 }
 
 // reloadSchedules hands the reloaded file's schedules to the sync loop.

@@ -245,6 +245,7 @@ func startDaemon(o Options, webhook string) (*daemon.Daemon, string, error) {
 	cfg := config.Default()
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.ShutdownGrace = time.Second
+	cfg.LameDuck = 0 // no load balancer to leave
 	cfg.Log.Format = "console"
 	s := cfg.Defaults
 	s.Concurrency = o.Concurrency

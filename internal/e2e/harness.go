@@ -104,7 +104,13 @@ func StartDaemon(t testing.TB, c DaemonConfig) *Daemon {
 	// it (rarely: see FreePort); then the daemon gets another one.
 	for try := 1; ; try++ {
 		port := redistest.FreePort(t)
-		cfg := fmt.Sprintf("redis:\n  %s\nhttp:\n  listen: 127.0.0.1:%d\nlog:\n  level: %s\n%s\n", redisYAML, port, c.LogLevel, c.YAML)
+		// A short lame duck: a stop waits it out, and no load balancer
+		// has to leave these daemons (a test that wants one sets it).
+		lameDuck := "lameDuck: 100ms\n"
+		if strings.Contains(c.YAML, "lameDuck:") {
+			lameDuck = ""
+		}
+		cfg := fmt.Sprintf("redis:\n  %s\nhttp:\n  listen: 127.0.0.1:%d\nlog:\n  level: %s\n%s%s\n", redisYAML, port, c.LogLevel, lameDuck, c.YAML)
 		require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
 		d.URL = "http://127.0.0.1:" + strconv.Itoa(port)
 		if d.start(c.Env, try < 3) {
