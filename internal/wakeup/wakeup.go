@@ -44,6 +44,11 @@ type Bus struct {
 	// onAbort is told about every abort heard, this daemon's own included
 	// (SetAbortHandler; nil: none).
 	onAbort atomic.Pointer[func(token, jobID string)]
+	// roundSignal is a test signal, nil in production (two nil checks a
+	// round): it learns that a send round took the pending signals
+	// (ended false) and that it finished sending them (ended true), so
+	// tests wait on rounds instead of sleeping.
+	roundSignal func(ended bool)
 }
 
 // abortPrefix starts an abort message on the channel.
@@ -176,6 +181,9 @@ func (b *Bus) sendLoop(ctx context.Context) {
 		}
 		clear(b.pending)
 		b.mu.Unlock()
+		if b.roundSignal != nil {
+			b.roundSignal(false)
+		}
 		if len(queues) > 0 {
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			pipe := b.rdb.Pipeline()
@@ -204,6 +212,9 @@ func (b *Bus) sendLoop(ctx context.Context) {
 				}
 			}
 			cancel()
+		}
+		if b.roundSignal != nil {
+			b.roundSignal(true)
 		}
 		// Let signals gather before the next PUBLISH: under a publish burst
 		// the fleet hears at most about one per queue per sendLinger, not
