@@ -3,6 +3,7 @@ package wakeup_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,6 +102,23 @@ func TestLoneDaemonHoldsBackNewWork(t *testing.T) {
 	admin := srv.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The send rounds of the buses started: how many took their pending
+	// signals, and how many finished sending them.
+	var roundsMu sync.Mutex
+	takes, ends := 0, 0
+	// sent waits until every signal given to bus so far went out in a send
+	// round that has finished.
+	sent := func(bus *wakeup.Bus) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			if wakeup.Pending(bus) > 0 {
+				return false
+			}
+			roundsMu.Lock()
+			defer roundsMu.Unlock()
+			return takes == ends
+		}, 5*time.Second, time.Millisecond, "a send round took every pending signal and finished")
+	}
 	start := func(local chan string) *wakeup.Bus {
 		bus := wakeup.New(srv.Client(t), "t:wake", func(q string, state bool) {
 			if state {
@@ -111,6 +129,15 @@ func TestLoneDaemonHoldsBackNewWork(t *testing.T) {
 			default:
 			}
 		}, zap.NewNop())
+		wakeup.SetRoundSignal(bus, func(ended bool) {
+			roundsMu.Lock()
+			defer roundsMu.Unlock()
+			if ended {
+				ends++
+			} else {
+				takes++
+			}
+		})
 		subscribed := make(chan struct{}, 1)
 		go func() { _ = bus.Run(ctx, func() { subscribed <- struct{}{} }) }()
 		select {
@@ -153,10 +180,9 @@ func TestLoneDaemonHoldsBackNewWork(t *testing.T) {
 		a.Notify("q")
 		receive(localA, "q", time.Second) // the own pump is always woken directly
 		if i%5 == 4 {
-			time.Sleep(5 * time.Millisecond) // several send rounds
+			sent(a) // several send rounds
 		}
 	}
-	time.Sleep(20 * time.Millisecond)
 	require.Equal(t, int64(1), publishes(), "only the first PUBLISH, which found nobody else listening")
 
 	localB := make(chan string, 1000)
