@@ -1,0 +1,3 @@
+package client
+
+import _ "github.com/simpleq/simpleqd/internal/store" // want `the SDK knows nothing of the daemon`
