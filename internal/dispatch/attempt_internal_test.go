@@ -146,7 +146,7 @@ func TestPooledConnectionsRetireBeforeTheWebhookDoes(t *testing.T) {
 		if i > 0 {
 			// Past the webhook's keep-alive: it has closed the connection
 			// the last delivery used, unless the pool retired it first.
-			time.Sleep(2 * keepAlive) //nolint:forbidigo // the connection must really sit idle past the webhook's keep-alive
+			time.Sleep(2 * keepAlive) //nolint:testsleep // the connection must really sit idle past the webhook's keep-alive
 		}
 		out := d.Deliver(context.Background(), attemptQueue(hook.URL), attemptJob(1))
 		require.Equal(t, store.OutcomeOK, out.Kind, "delivery %d after %s idle: %s", i+1, 2*keepAlive, out.Error)

@@ -76,7 +76,7 @@ func TestSettleCallsRunHousekeepingEveryInterval(t *testing.T) {
 	fast := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer fast.Close()
 	slow := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		time.Sleep(30 * time.Millisecond) //nolint:forbidigo // a delivery that takes longer than the interval in wall time
+		time.Sleep(30 * time.Millisecond) //nolint:testsleep // a delivery that takes longer than the interval in wall time
 	}))
 	defer slow.Close()
 

@@ -209,7 +209,7 @@ func TestSlowHeaderCutOff(t *testing.T) {
 	require.NoError(t, err)
 	go func() {
 		for range 20 {
-			time.Sleep(50 * time.Millisecond) //nolint:forbidigo // the test is a client that trickles its header in wall time
+			time.Sleep(50 * time.Millisecond) //nolint:testsleep // the test is a client that trickles its header in wall time
 			if _, err := io.WriteString(c, "X-Slow: y\r\n"); err != nil {
 				return
 			}
@@ -229,7 +229,7 @@ func TestSlowHeaderCutOff(t *testing.T) {
 	_, err = fmt.Fprintf(c2, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size)
 	require.NoError(t, err)
 	for range 4 {
-		time.Sleep(150 * time.Millisecond) //nolint:forbidigo // the body must take longer than HeaderTimeout in wall time
+		time.Sleep(150 * time.Millisecond) //nolint:testsleep // the body must take longer than HeaderTimeout in wall time
 		_, err = c2.Write(make([]byte, size/4))
 		require.NoError(t, err)
 	}

@@ -39,7 +39,7 @@ func backends(t *testing.T) []backend {
 	if _, err := execLookPath(); err == nil {
 		srv := redistest.Start(t)
 		bs = append(bs, backend{name: "redis-server", rdb: srv.Client(t), advance: func(d time.Duration) {
-			time.Sleep(d) //nolint:forbidigo // a real redis-server takes its time from its own clock: let d pass
+			time.Sleep(d) //nolint:testsleep // a real redis-server takes its time from its own clock: let d pass
 		}})
 	}
 	return bs
