@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -66,7 +65,7 @@ func (s *Store) evalReplicated(ctx context.Context, name, queue string, keys []s
 	}
 	sc := s.scripts[name]
 	res, acks, err = s.pipeWait(ctx, c, sc, keys, args, false)
-	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// This master has not loaded the script (a promoted replica:
 		// Redis 7 does not replicate SCRIPT LOAD): send its source, as
 		// Script.Run does.
@@ -112,8 +111,7 @@ func (s *Store) pipeWait(ctx context.Context, c redis.UniversalClient, sc *redis
 // isMoved reports a Redis Cluster redirection: the node no longer serves the
 // slot.
 func isMoved(err error) bool {
-	msg := err.Error()
-	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+	return redis.HasErrorPrefix(err, "MOVED ") || redis.HasErrorPrefix(err, "ASK ")
 }
 
 // notReplicated is the error of a write that no replica confirmed in time.

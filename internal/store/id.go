@@ -2,10 +2,11 @@ package store
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 )
 
 // Job ids carry their queue: "job_" + 26 characters of a time-ordered,
@@ -16,61 +17,53 @@ import (
 // millisecond in publish order (sorted sets order equal scores by member).
 const (
 	idPrefix  = "job_"
-	ulidChars = 26
+	ulidChars = ulid.EncodedSize
 )
 
+// crockford is the ULID alphabet in the lower case job ids use.
 const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
 
 // IDGen mints job ids. It is monotonic within one process, so jobs a daemon
-// publishes in the same millisecond keep their order.
+// publishes in the same millisecond keep their order (oklog/ulid's
+// monotonic entropy), and so do jobs published after the clock stepped back.
+// The zero value is ready to use.
 type IDGen struct {
-	mu       sync.Mutex
-	lastMS   uint64
-	lastRand [10]byte
+	mu      sync.Mutex
+	lastMS  uint64
+	entropy *ulid.MonotonicEntropy
 }
 
 // New returns a fresh job id for queue.
 func (g *IDGen) New(queue string) string {
 	g.mu.Lock()
-	ms := uint64(time.Now().UnixMilli())
-	if ms <= g.lastMS {
-		ms = g.lastMS
-		// increment the 80-bit random part
-		for i := 9; i >= 0; i-- {
-			g.lastRand[i]++
-			if g.lastRand[i] != 0 {
-				break
-			}
-		}
-	} else {
-		g.lastMS = ms
-		_, _ = rand.Read(g.lastRand[:])
+	if g.entropy == nil {
+		g.entropy = ulid.Monotonic(rand.Reader, 0)
 	}
-	var b [16]byte
-	binary.BigEndian.PutUint16(b[0:2], uint16(ms>>32))
-	binary.BigEndian.PutUint32(b[2:6], uint32(ms))
-	copy(b[6:], g.lastRand[:])
+	ms := max(ulid.Timestamp(time.Now()), g.lastMS)
+	id, err := ulid.New(ms, g.entropy)
+	if err != nil {
+		// The random part ran out within this millisecond:
+		// the next millisecond keeps the order.
+		ms++
+		id, err = ulid.New(ms, g.entropy)
+	}
+	g.lastMS = ms
 	g.mu.Unlock()
+	if err != nil {
+		panic("store: job id: " + err.Error()) // crypto/rand failed
+	}
 
+	var text [ulid.EncodedSize]byte
+	_ = id.MarshalTextTo(text[:]) // cannot fail: the buffer has the size
+	for i, c := range text {
+		if c >= 'A' && c <= 'Z' {
+			text[i] = c + 'a' - 'A'
+		}
+	}
 	var sb strings.Builder
 	sb.Grow(len(idPrefix) + ulidChars + 1 + len(queue))
 	sb.WriteString(idPrefix)
-	// 128 bits → 26 base32 chars (first char carries 3 bits).
-	var acc uint64
-	hi := binary.BigEndian.Uint64(b[0:8])
-	lo := binary.BigEndian.Uint64(b[8:16])
-	for i := 0; i < ulidChars; i++ {
-		shift := uint(125 - 5*i) // bit offset of this char from the top of 130 bits
-		switch {
-		case shift >= 64:
-			acc = hi >> (shift - 64)
-		case shift > 59:
-			acc = hi<<(64-shift) | lo>>shift
-		default:
-			acc = lo >> shift
-		}
-		sb.WriteByte(crockford[acc&31])
-	}
+	sb.Write(text[:])
 	sb.WriteByte('_')
 	sb.WriteString(queue)
 	return sb.String()

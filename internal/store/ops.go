@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -630,7 +631,7 @@ func (s *Store) GetJob(ctx context.Context, q config.Queue, id string) (*Job, er
 }
 
 func decodeJob(q config.Queue, id string, rec, hist []byte) (*Job, error) {
-	i := indexByte(rec, '\n')
+	i := bytes.IndexByte(rec, '\n')
 	if i < 0 {
 		return nil, fmt.Errorf("job %s: corrupt record", id)
 	}
@@ -682,13 +683,4 @@ func decodeJob(q config.Queue, id string, rec, hist []byte) (*Job, error) {
 		j.History = append(j.History, a)
 	}
 	return j, nil
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
 }

@@ -210,14 +210,20 @@ func (s *Store) runKeys(ctx context.Context, name string, q config.Queue, keys [
 	return res, nil
 }
 
+// unavailablePrefixes start the errors of a Redis that cannot serve now but
+// will: loading its data, a cluster slot in flux, a replica or a master
+// that is down (MASTERDOWN). A retry can help, so they are ErrUnavailable.
+var unavailablePrefixes = []string{"LOADING", "CLUSTER", "TRYAGAIN", "READONLY", "MASTERD"}
+
 // wrap marks connection-level failures with ErrUnavailable; errors Redis itself
 // returned (a script error) stay plain, since retrying them cannot help.
 func wrap(err error) error {
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, redis.ErrClosed) {
-		msg := rerr.Error()
-		if len(msg) >= 7 && (msg[:7] == "LOADING" || msg[:7] == "CLUSTER") || len(msg) >= 8 && msg[:8] == "TRYAGAIN" || len(msg) >= 8 && msg[:8] == "READONLY" || len(msg) >= 7 && msg[:7] == "MASTERD" {
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		for _, p := range unavailablePrefixes {
+			if redis.HasErrorPrefix(err, p) {
+				return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			}
 		}
 		return err
 	}
