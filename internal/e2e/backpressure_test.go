@@ -131,40 +131,7 @@ func (h *bpHook) FinishedFor(id string) []Delivery {
 // WaitIdle waits until every delivery that started has finished.
 func (h *bpHook) WaitIdle(t *testing.T, within time.Duration) {
 	t.Helper()
-	bpUntil(t, within, "webhook idle", func() bool { return h.Count() == len(h.Started()) })
-}
-
-// bpWait polls f (in the test goroutine, so f may use require) until it
-// reports ok, and returns its value; it fails the test after within.
-func bpWait[T any](t *testing.T, within time.Duration, what string, f func() (T, bool)) T {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		v, ok := f()
-		if ok {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last seen: %+v", within, what, v)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func bpUntil(t *testing.T, within time.Duration, what string, f func() bool) {
-	t.Helper()
-	bpWait(t, within, what, func() (bool, bool) { v := f(); return v, v })
-}
-
-// bpNever fails the test if f becomes true within window. It is used only
-// where the contract is that nothing happens until the test acts.
-func bpNever(t *testing.T, window time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(window)
-	for time.Now().Before(deadline) {
-		require.False(t, f(), what)
-		time.Sleep(10 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return h.Count() == len(h.Started()) }, within, 5*time.Millisecond, "webhook idle")
 }
 
 func bpTime(t *testing.T, v any) time.Time {
@@ -458,7 +425,7 @@ func TestBackpressureTriggers(t *testing.T) {
 
 	// Catch every queue's hold: its release time stays visible (held, then
 	// probing) until the probe answers, which waits for this.
-	bpUntil(t, 10*time.Second, "every trigger queue to show its hold", func() bool {
+	require.Eventually(t, func() bool {
 		all := true
 		for _, c := range cases {
 			if c.until != nil {
@@ -475,7 +442,7 @@ func TestBackpressureTriggers(t *testing.T) {
 			c.seen.Open()
 		}
 		return all
-	})
+	}, 10*time.Second, 5*time.Millisecond, "every trigger queue to show its hold")
 
 	for _, c := range cases {
 		job := d.WaitStatus(c.id, "completed", 10*time.Second)
@@ -572,9 +539,9 @@ func TestBackpressureHoldAndProbeAcrossDaemons(t *testing.T) {
 	ds := bpStart(t, 3, rs.Addr, bpQ("fleet", hook.URL, fmt.Sprintf("concurrency: %d", conc)))
 	ids := bpPublishBatch(t, ds[0], "fleet", 8)
 
-	bpUntil(t, 5*time.Second, "queue held", func() bool { return bpQueue(t, ds[1], "fleet").State == "held" })
+	require.Eventually(t, func() bool { return bpQueue(t, ds[1], "fleet").State == "held" }, 5*time.Second, 5*time.Millisecond, "queue held")
 	for _, id := range ids[:conc] {
-		bpUntil(t, 5*time.Second, "the in-flight jobs' defers", func() bool { return ds[1].Job(id)["deferCount"] == 1.0 })
+		require.Eventually(t, func() bool { return ds[1].Job(id)["deferCount"] == 1.0 }, 5*time.Second, 5*time.Millisecond, "the in-flight jobs' defers")
 	}
 	held := bpQueue(t, ds[1], "fleet")
 	require.Equal(t, "held", held.State)
@@ -583,14 +550,14 @@ func TestBackpressureHoldAndProbeAcrossDaemons(t *testing.T) {
 	require.Empty(t, held.ProbeJobID)
 
 	// While the probe is in flight, every daemon reports probing and the probe.
-	bpUntil(t, 5*time.Second, "the probe to start", func() bool { return len(hook.Started()) > conc })
+	require.Eventually(t, func() bool { return len(hook.Started()) > conc }, 5*time.Second, 5*time.Millisecond, "the probe to start")
 	probing := bpQueue(t, ds[2], "fleet")
 	require.Equal(t, "probing", probing.State)
 	require.Equal(t, ids[0], probing.ProbeJobID, "the probe is the job first in line")
 	require.NotNil(t, probing.Until)
-	bpNever(t, 200*time.Millisecond, "a second delivery while the probe is out", func() bool {
+	require.Never(t, func() bool {
 		return len(hook.Started()) > conc+1
-	})
+	}, 200*time.Millisecond, 10*time.Millisecond, "a second delivery while the probe is out")
 	probeSeen.Open()
 
 	for i, id := range ids {
@@ -688,7 +655,7 @@ func TestBackpressureLatestReleaseWins(t *testing.T) {
 	})
 	ds := bpStart(t, 2, rs.Addr, bpQ("overlap", hook.URL, "concurrency: 3"))
 	ids := bpPublishBatch(t, ds[0], "overlap", 3)
-	bpUntil(t, 5*time.Second, "three deliveries in flight", func() bool { return len(hook.Started()) >= 3 })
+	require.Eventually(t, func() bool { return len(hook.Started()) >= 3 }, 5*time.Second, 5*time.Millisecond, "three deliveries in flight")
 	started := hook.Started()
 	jobA, jobB, jobC := started[0].JobID, started[1].JobID, started[2].JobID
 
@@ -708,16 +675,18 @@ func TestBackpressureLatestReleaseWins(t *testing.T) {
 		require.Equal(t, "webhook responded 429 (Retry-After: "+wantRetryAfter+")", v.Reason)
 		return *v.Until
 	}
-	tsA := bpWait(t, 5*time.Second, "the first defer", func() (time.Time, bool) { return deferredAt(jobA) })
+	var tsA time.Time
+	require.Eventually(t, func() bool { var ok bool; tsA, ok = deferredAt(jobA); return ok }, 5*time.Second, 5*time.Millisecond, "the first defer")
 	u1 := untilNow("2")
 	bpNear(t, tsA.Add(2*time.Second), u1, 2*time.Millisecond, "release after the first defer")
 
 	// B answers at ≈T+1.2, asking for less than A's 2s but releasing later.
-	time.Sleep(time.Until(tsA.Add(1200 * time.Millisecond)))
+	time.Sleep(time.Until(tsA.Add(1200 * time.Millisecond))) //nolint:testsleep // B must answer at a moment of the hold: the scenario is timed
 	ra := strconv.FormatFloat(u1.Add(300*time.Millisecond).Sub(time.Now()).Seconds(), 'f', 3, 64)
 	raB.Store(&ra)
 	gateB.Open()
-	tsB := bpWait(t, 5*time.Second, "the second defer", func() (time.Time, bool) { return deferredAt(jobB) })
+	var tsB time.Time
+	require.Eventually(t, func() bool { var ok bool; tsB, ok = deferredAt(jobB); return ok }, 5*time.Second, 5*time.Millisecond, "the second defer")
 	u2 := untilNow(ra)
 	raSeconds, err := strconv.ParseFloat(ra, 64)
 	require.NoError(t, err)
@@ -727,7 +696,8 @@ func TestBackpressureLatestReleaseWins(t *testing.T) {
 	require.True(t, u2.After(u1), "a later defer asking less time still pushes the release out: %s → %s", u1, u2)
 
 	gateC.Open()
-	tsC := bpWait(t, 5*time.Second, "the third defer", func() (time.Time, bool) { return deferredAt(jobC) })
+	var tsC time.Time
+	require.Eventually(t, func() bool { var ok bool; tsC, ok = deferredAt(jobC); return ok }, 5*time.Second, 5*time.Millisecond, "the third defer")
 	u3 := untilNow(ra)
 	require.True(t, tsC.Add(100*time.Millisecond).Before(u2), "precondition: the third defer asks an earlier release")
 	require.Equal(t, u2, u3, "an earlier release time changes nothing")
@@ -772,19 +742,19 @@ func TestBackpressureInflightSuccessDoesNotReopen(t *testing.T) {
 	})
 	d := bpStart(t, 1, rs.Addr, bpQ("inflight", hook.URL, "concurrency: 3"))[0]
 	ids := bpPublishBatch(t, d, "inflight", 4)
-	bpUntil(t, 5*time.Second, "three deliveries in flight", func() bool { return len(hook.Started()) >= 3 })
+	require.Eventually(t, func() bool { return len(hook.Started()) >= 3 }, 5*time.Second, 5*time.Millisecond, "three deliveries in flight")
 	started := hook.Started()
 	deferred, early, late := started[0].JobID, started[1].JobID, started[2].JobID
 	require.ElementsMatch(t, ids[:3], []string{deferred, early, late})
 
-	bpUntil(t, 5*time.Second, "the hold", func() bool { return bpQueue(t, d, "inflight").State == "held" })
+	require.Eventually(t, func() bool { return bpQueue(t, d, "inflight").State == "held" }, 5*time.Second, 5*time.Millisecond, "the hold")
 	whileHeld.Open()
 	d.WaitStatus(early, "completed", 5*time.Second)
 	v := bpQueue(t, d, "inflight")
 	require.NotEqual(t, "open", v.State, "an in-flight success while held does not reopen")
 	require.NotNil(t, v.Until)
 
-	bpUntil(t, 5*time.Second, "the probe", func() bool { return len(hook.Started()) >= 4 })
+	require.Eventually(t, func() bool { return len(hook.Started()) >= 4 }, 5*time.Second, 5*time.Millisecond, "the probe")
 	require.Equal(t, deferred, hook.Started()[3].JobID, "the deferred job waited where it was in line and probes")
 	whileProbing.Open()
 	d.WaitStatus(late, "completed", 5*time.Second)
@@ -836,13 +806,13 @@ func TestBackpressureProbeSuccessAfterNewerDeferKeepsHold(t *testing.T) {
 	})
 	ds := bpStart(t, 2, rs.Addr, bpQ("pushed", hook.URL, "concurrency: 2"))
 	ids := bpPublishBatch(t, ds[0], "pushed", 3)
-	bpUntil(t, 5*time.Second, "the first probe", func() bool { return len(hook.Started()) >= 3 })
+	require.Eventually(t, func() bool { return len(hook.Started()) >= 3 }, 5*time.Second, 5*time.Millisecond, "the first probe")
 	started := hook.Started()
 	jobA, jobB := started[0].JobID, started[1].JobID
 	require.ElementsMatch(t, ids[:2], []string{jobA, jobB})
 	require.Equal(t, jobA, started[2].JobID, "first probe")
 	answerB.Open()
-	bpUntil(t, 5*time.Second, "B's defer", func() bool { return ds[1].Job(jobB)["deferCount"] == 1.0 })
+	require.Eventually(t, func() bool { return ds[1].Job(jobB)["deferCount"] == 1.0 }, 5*time.Second, 5*time.Millisecond, "B's defer")
 	answerProbe.Open()
 
 	ds[1].WaitStatus(jobA, "completed", 5*time.Second)
@@ -900,10 +870,11 @@ func TestBackpressureProbeDefersAgain(t *testing.T) {
 	ids := bpPublishBatch(t, ds[0], "reprobe", 3)
 
 	// After the first probe's defer: held again, until = its time + 1s.
-	job0 := bpWait(t, 5*time.Second, "the probe's defer", func() (map[string]any, bool) {
-		j := ds[1].Job(ids[0])
-		return j, j["deferCount"] == 2.0
-	})
+	var job0 map[string]any
+	require.Eventually(t, func() bool {
+		job0 = ds[1].Job(ids[0])
+		return job0["deferCount"] == 2.0
+	}, 5*time.Second, 5*time.Millisecond, "the probe's defer")
 	h := bpHist(t, job0)
 	require.Len(t, h, 2)
 	tsProbeDefer := bpDeferEntry(t, h[1], 1, 503, true, 1, "queue")
@@ -963,7 +934,7 @@ func TestBackpressureFailedProbeNextJobProbes(t *testing.T) {
 			// Out until the test has looked, and long enough that the first
 			// probe's retry (backoff 200ms) falls due meanwhile.
 			c.Hook.Wait(seen)
-			time.Sleep(time.Until(c.Start.Add(400 * time.Millisecond)))
+			time.Sleep(time.Until(c.Start.Add(400 * time.Millisecond))) //nolint:testsleep // the webhook answers late, in wall time, past the retry's due time
 			return Reply{Status: 500, Body: "probe two broke"}
 		default:
 			return Reply{Status: 200}
@@ -973,7 +944,7 @@ func TestBackpressureFailedProbeNextJobProbes(t *testing.T) {
 		"backoff: {type: fixed, base: 200ms, jitter: false}"))
 	ids := bpPublishBatch(t, ds[0], "failprobe", 5)
 
-	bpUntil(t, 5*time.Second, "the second probe to start", func() bool { return len(hook.Started()) >= 5 })
+	require.Eventually(t, func() bool { return len(hook.Started()) >= 5 }, 5*time.Second, 5*time.Millisecond, "the second probe to start")
 	v := bpQueue(t, ds[1], "failprobe")
 	require.Equal(t, "probing", v.State, "a failed probe keeps the queue probing")
 	require.Equal(t, ids[1], v.ProbeJobID, "the next job in line is the probe")
@@ -1040,21 +1011,21 @@ func TestBackpressureIdleHoldFirstNewJobProbes(t *testing.T) {
 	require.Equal(t, ts, bpTime(t, job["completedAt"]), "a dead job's completedAt is when it died")
 	bpNear(t, ts.Add(time.Second), *v.Until, 2*time.Millisecond, "hold.until")
 
-	v = bpWait(t, 5*time.Second, "probing with nothing ready", func() (bpView, bool) {
-		v := bpQueue(t, d, "idle")
-		return v, v.State == "probing"
-	})
+	require.Eventually(t, func() bool {
+		v = bpQueue(t, d, "idle")
+		return v.State == "probing"
+	}, 5*time.Second, 5*time.Millisecond, "probing with nothing ready")
 	require.Empty(t, v.ProbeJobID)
 	require.Equal(t, bpCounts(0, 0, 0, 1), v.Counts)
 
 	ids := bpPublishBatch(t, d, "idle", 2)
-	bpUntil(t, 5*time.Second, "the probe to start", func() bool { return len(hook.Started()) >= 2 })
+	require.Eventually(t, func() bool { return len(hook.Started()) >= 2 }, 5*time.Second, 5*time.Millisecond, "the probe to start")
 	v = bpQueue(t, d, "idle")
 	require.Equal(t, "probing", v.State)
 	require.Equal(t, ids[0], v.ProbeJobID, "the first job to become ready is the probe")
-	bpNever(t, 200*time.Millisecond, "a second new job delivered while the probe is out", func() bool {
+	require.Never(t, func() bool {
 		return len(hook.Started()) > 2
-	})
+	}, 200*time.Millisecond, 10*time.Millisecond, "a second new job delivered while the probe is out")
 	seen.Open()
 	for _, id := range ids {
 		d.WaitStatus(id, "completed", 5*time.Second)
@@ -1111,7 +1082,7 @@ func TestBackpressureAckCallbacks(t *testing.T) {
 	d.WaitStatus(j2, "awaiting_ack", 5*time.Second)
 	bpConflict(t, d, j2, "ack", map[string]any{"attempt": 2})
 	bpAccepted(t, d, j2, "nack", map[string]any{"retryable": true, "reason": "flaky", "attempt": 1})
-	bpUntil(t, 5*time.Second, "redelivery of the nacked job", func() bool { return len(ackHook.StartedFor(j2)) == 2 })
+	require.Eventually(t, func() bool { return len(ackHook.StartedFor(j2)) == 2 }, 5*time.Second, 5*time.Millisecond, "redelivery of the nacked job")
 	d.WaitStatus(j2, "awaiting_ack", 5*time.Second)
 	require.Equal(t, 2, ackHook.StartedFor(j2)[1].Attempt)
 	m = bpConflict(t, d, j2, "ack", map[string]any{"attempt": 1})
@@ -1171,7 +1142,7 @@ func TestBackpressureAckCallbacks(t *testing.T) {
 	job = d.Job(j5)
 	require.Equal(t, "processing", job["status"], "a deferred job that was delivered waits as processing")
 	bpConflict(t, d, j5, "ack", nil) // not awaiting an outcome while deferred
-	bpUntil(t, 5*time.Second, "redelivery after the defer", func() bool { return len(ackHook.StartedFor(j5)) == 2 })
+	require.Eventually(t, func() bool { return len(ackHook.StartedFor(j5)) == 2 }, 5*time.Second, 5*time.Millisecond, "redelivery after the defer")
 	d.WaitStatus(j5, "awaiting_ack", 5*time.Second)
 	bpAccepted(t, d, j5, "ack", map[string]any{"attempt": 1})
 	h = bpHist(t, d.Job(j5))
@@ -1227,9 +1198,9 @@ func TestBackpressureAckCallbackBeforeWebhookAnswers(t *testing.T) {
 	require.JSONEq(t, fmt.Sprintf(`{"id":%q,"accepted":true}`, a), r.body)
 	d.WaitStatus(a, "completed", 5*time.Second)
 	// The daemon reads the 2xx after the ack and must ignore it.
-	bpUntil(t, 5*time.Second, "the late 2xx to be recorded as stale", func() bool {
+	require.Eventually(t, func() bool {
 		return bpLogHas(d.Log(), "outcome ignored", a)
-	})
+	}, 5*time.Second, 5*time.Millisecond, "the late 2xx to be recorded as stale")
 	job := d.Job(a)
 	require.Equal(t, "completed", job["status"])
 	require.EqualValues(t, 1, job["attempts"])
@@ -1277,7 +1248,7 @@ func TestBackpressureAckTimeout(t *testing.T) {
 	r := d.Publish("acktimeout-retry", map[string]any{})
 	x := d.Publish("acktimeout-dead", map[string]any{})
 
-	bpUntil(t, 5*time.Second, "the redelivery", func() bool { return len(retryHook.StartedFor(r)) == 2 })
+	require.Eventually(t, func() bool { return len(retryHook.StartedFor(r)) == 2 }, 5*time.Second, 5*time.Millisecond, "the redelivery")
 	job := d.WaitStatus(r, "awaiting_ack", 5*time.Second)
 	require.EqualValues(t, 1, job["attempts"], "the ack timeout spent one attempt")
 	bpAccepted(t, d, r, "ack", map[string]any{"attempt": 2})
@@ -1330,9 +1301,9 @@ func TestBackpressureAckProbeJudgedOnAck(t *testing.T) {
 	v = bpQueue(t, ds[0], "ackprobe")
 	require.Equal(t, "probing", v.State, "the probe's 200 does not reopen an ack-mode queue")
 	require.Equal(t, j1, v.ProbeJobID)
-	bpNever(t, 400*time.Millisecond, "a job delivered while the probe awaits its ack", func() bool {
+	require.Never(t, func() bool {
 		return len(hook.Started()) > 2
-	})
+	}, 400*time.Millisecond, 10*time.Millisecond, "a job delivered while the probe awaits its ack")
 
 	bpAccepted(t, ds[1], j1, "ack", nil)
 	require.Equal(t, "open", bpQueue(t, ds[0], "ackprobe").State, "the probe's ack reopens")
@@ -1584,7 +1555,7 @@ func TestBackpressureQueueVisibility(t *testing.T) {
 	require.Equal(t, "paused", v.State)
 	require.Equal(t, "maintenance", v.Reason)
 	j4 := d.Publish("vis", map[string]any{"n": 4})
-	bpNever(t, 300*time.Millisecond, "a delivery while paused", func() bool { return len(hook.StartedFor(j4)) > 0 })
+	require.Never(t, func() bool { return len(hook.StartedFor(j4)) > 0 }, 300*time.Millisecond, 10*time.Millisecond, "a delivery while paused")
 	r = d.Do("POST", "/v1/queues/vis/resume", nil)
 	require.Equal(t, 200, r.Status, string(r.Body))
 	require.Equal(t, "open", bpQueue(t, d, "vis").State)

@@ -37,7 +37,7 @@ func TestLifetimeEndsOnTimeWhileHeld(t *testing.T) {
 	hook := bpNewHook(t, func(bpCall) Reply { return Reply{Status: 429, RetryAfter: "10"} })
 	d := bpStart(t, 1, rs.Addr, bpQ("heldlife", hook.URL, "concurrency: 1", "jobLifetime: 3s"))[0]
 	holder := d.Publish("heldlife", map[string]any{"holder": true})
-	bpUntil(t, 5*time.Second, "the queue is held", func() bool { return bpQueue(t, d, "heldlife").State == "held" })
+	require.Eventually(t, func() bool { return bpQueue(t, d, "heldlife").State == "held" }, 5*time.Second, 5*time.Millisecond, "the queue is held")
 	d.WaitStatus(holder, "dead", 5*time.Second) // 10 s exceed its 3 s: dead, the queue held anyway
 
 	one := d.Publish("heldlife", map[string]any{"n": 1})
@@ -81,14 +81,16 @@ func TestBreakerHoldsAFailingWebhook(t *testing.T) {
 		"backoff: {type: fixed, base: 50ms}", "breaker: {failures: 3, holdFor: 700ms}"))[0]
 	ids := bpPublishBatch(t, d, "brk", 20)
 
-	v := bpWait(t, 5*time.Second, "the breaker holds the queue", func() (bpView, bool) {
-		v := bpQueue(t, d, "brk")
-		return v, v.State == "held"
-	})
+	var v bpView
+	require.Eventually(t, func() bool {
+		v = bpQueue(t, d, "brk")
+		return v.State == "held"
+	}, 5*time.Second, 5*time.Millisecond, "the breaker holds the queue")
 	require.True(t, strings.HasPrefix(v.Reason, "breaker: 3 consecutive failures; last: webhook responded 401"), v.Reason)
 	// While held (and its probes fail), the backlog spends nothing: a few
 	// deliveries per holdFor, not 20 jobs × 3 attempts within seconds.
-	time.Sleep(1500 * time.Millisecond)
+	require.Never(t, func() bool { return len(hook.Started()) > 6 }, 1500*time.Millisecond, 10*time.Millisecond,
+		"3 failures, then about one probe per holdFor")
 	started := len(hook.Started())
 	require.LessOrEqual(t, started, 6, "3 failures, then about one probe per holdFor")
 	dead := 0

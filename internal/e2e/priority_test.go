@@ -45,7 +45,7 @@ func TestPriorityDeliveryOrder(t *testing.T) {
 	r = d.Do("POST", "/v1/queues/prio/resume", map[string]any{})
 	require.Equal(t, 200, r.Status, string(r.Body))
 	want := []string{high, midA, midB, none, lowA, lowB}
-	bpUntil(t, 10*time.Second, "every job delivered", func() bool { return len(hook.Started()) == len(want) })
+	require.Eventually(t, func() bool { return len(hook.Started()) == len(want) }, 10*time.Second, 5*time.Millisecond, "every job delivered")
 	var got []string
 	for _, dl := range hook.Started() {
 		got = append(got, dl.JobID)
