@@ -13,7 +13,8 @@ import (
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
-// pump drives one queue on this daemon.
+// pump drives one queue on this daemon while the queue has work (see
+// Dispatcher: pumps are made by wake-ups and retire when idle).
 type pump struct {
 	d        *Dispatcher
 	name     string
@@ -48,6 +49,13 @@ type pump struct {
 	// (monotonic), so settle calls can leave it out for a while.
 	born      time.Time
 	housekept atomic.Int64
+	// busyAt is when the pump last had work (claimed jobs or recorded
+	// outcomes), as time since born; 0: never. It starts the PumpIdle
+	// countdown to retirement.
+	busyAt atomic.Int64
+	// checked, when set, is called once the first claim has answered (or
+	// the pump ended before): the sweep's slot is free again.
+	checked func()
 }
 
 // delivery is one claimed job to deliver under its queue's settings.
@@ -56,10 +64,9 @@ type delivery struct {
 	j store.ClaimedJob
 }
 
-// idleWait is how long an idle queue's pump waits for a wake-up: long
-// enough never to matter (a timer that far off costs nothing until it
-// fires).
-const idleWait = 24 * time.Hour
+// idleWait stands for "no due time": the queue is idle, and only a wake-up
+// can give it work.
+const idleWait = time.Duration(math.MaxInt64)
 
 // deliveryIdle is how long a delivery goroutine waits for the next job
 // before it ends.
@@ -74,16 +81,29 @@ type settleItem struct {
 	span *span
 }
 
-func newPump(d *Dispatcher, q config.Queue) *pump {
-	p := &pump{d: d, name: q.Name, wakeCh: make(chan struct{}, 1), soonCh: make(chan struct{}, 1), stopCh: make(chan struct{}),
-		settleCh: make(chan settleItem, settleBuffer(q)), handoff: make(chan delivery), quit: make(chan struct{}),
+// newPump prepares queue name's pump with settings q (shared with the
+// dispatcher's entry, never modified).
+func newPump(d *Dispatcher, name string, q *config.Queue) *pump {
+	p := &pump{d: d, name: name, wakeCh: make(chan struct{}, 1), soonCh: make(chan struct{}, 1), stopCh: make(chan struct{}),
+		settleCh: make(chan settleItem, settleBuffer(*q)), handoff: make(chan delivery), quit: make(chan struct{}),
 		born: time.Now()}
 	p.housekept.Store(math.MinInt64 / 2) // never: the first settle call runs it
-	p.setQueue(q)
+	p.q.Store(q)
 	return p
 }
 
-func (p *pump) setQueue(q config.Queue) { p.q.Store(&q) }
+// markBusy notes that the pump has work now.
+func (p *pump) markBusy() { p.busyAt.Store(max(int64(time.Since(p.born)), 1)) }
+
+// idleFor is how long the pump has had no work (since it was made, if it
+// never had any: such a pump may retire at once).
+func (p *pump) idleFor() time.Duration {
+	at := p.busyAt.Load()
+	if at == 0 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Since(p.born) - time.Duration(at)
+}
 
 // settleBuffer sizes a pump's settle channel by its queue's concurrency at
 // start (at most that many outcomes are pending at once; a later raise
@@ -123,10 +143,17 @@ func (p *pump) wakeWithin(d time.Duration) {
 
 func (p *pump) stop() { p.stopOnce.Do(func() { close(p.stopCh) }) }
 
-// run is the claim loop. It returns when fetching stops and every delivery it
-// started has been recorded.
+// run is the claim loop. It returns when fetching stops, the queue is
+// removed or the pump retires, once every delivery it started has been
+// recorded.
 func (p *pump) run(ctx context.Context) {
 	log := p.d.log.With(zap.String("queue", p.name))
+	checked := p.checked
+	defer func() {
+		if checked != nil {
+			checked()
+		}
+	}()
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
@@ -180,6 +207,10 @@ func (p *pump) run(ctx context.Context) {
 		// This claim's wake time covers every job stored before it starts.
 		p.wakeBy.Store(0)
 		res, err := p.d.opts.Store.ClaimCall(ctx, q, free, call)
+		if checked != nil {
+			checked()
+			checked = nil
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -193,6 +224,9 @@ func (p *pump) run(ctx context.Context) {
 			errDelay = 50 * time.Millisecond
 			p.idle.Store(res.Word == store.Paused || res.Word == store.Held)
 			p.reaped(res.Reaped, log)
+			if len(res.Jobs) > 0 {
+				p.markBusy()
+			}
 			for _, j := range res.Jobs {
 				p.start(q, j, log)
 			}
@@ -207,39 +241,97 @@ func (p *pump) run(ctx context.Context) {
 		// Nothing waits, nothing is in flight, nothing is due (no lease,
 		// lifetime or purge): the queue is idle, and only a wake-up can give
 		// it work (a publish or replay anywhere in the fleet, a resume; and
-		// the wake-up bus wakes every pump after it reconnects). It waits
-		// for one without a timer, so 10,000 idle queues cost no claims
-		// rather than one per SafetyWake each.
+		// the wake-up bus wakes every queue after it reconnects). No timer
+		// is needed, so 10,000 idle queues cost no claims rather than one
+		// per SafetyWake each.
 		if err == nil && res.Word == store.Empty && res.WakeIn < 0 && p.inflight.Load() == 0 {
 			wait = idleWait
 		}
-		if !p.sleep(ctx, timer, wait) {
+		// A pump with nothing in flight whose next claim is PumpIdle away
+		// or more may retire once it has been idle that long: the
+		// dispatcher keeps its due time, and a wake-up makes a new pump.
+		quiet := time.Duration(-1)
+		if err == nil && p.inflight.Load() == 0 && wait >= p.d.opts.PumpIdle {
+			quiet = max(p.d.opts.PumpIdle-p.idleFor(), 0)
+		}
+		switch next, due := p.rest(ctx, timer, wait, quiet); next {
+		case restStop:
 			return
+		case restRetire:
+			if p.d.retire(p, due) {
+				return
+			}
 		}
 	}
 }
 
-// sleep waits up to wait for a wake-up, or until wakeBy if that comes
-// first (it can move earlier while waiting). It reports false when the pump
-// must end.
-func (p *pump) sleep(ctx context.Context, timer *time.Timer, wait time.Duration) bool {
-	deadline := time.Now().Add(wait)
-	timer.Reset(wait)
+// What rest saw: a reason to claim, a reason to end, or an idle period
+// over.
+const (
+	restClaim = iota
+	restStop
+	restRetire
+)
+
+// rest waits up to wait (idleWait: no limit) for a wake-up, or until wakeBy
+// if that comes first (it can move earlier while waiting), and reports
+// restClaim. With quiet >= 0, once quiet has passed and the claim is still
+// further away, it reports restRetire with the claim's due time (unix ns;
+// 0: none). restStop: the pump must end.
+func (p *pump) rest(ctx context.Context, timer *time.Timer, wait, quiet time.Duration) (int, int64) {
+	now := time.Now()
+	var deadline, retireAt time.Time // zero: none
+	if wait != idleWait {
+		deadline = now.Add(wait)
+	}
+	if quiet >= 0 {
+		retireAt = now.Add(quiet)
+	}
+	// next is the earlier of the two; rest ends there.
+	next := func() time.Time {
+		switch {
+		case retireAt.IsZero():
+			return deadline
+		case deadline.IsZero() || retireAt.Before(deadline):
+			return retireAt
+		}
+		return deadline
+	}
+	armed := false
+	arm := func() {
+		if at := next(); !at.IsZero() {
+			timer.Reset(max(time.Until(at), 0))
+			armed = true
+		}
+	}
+	arm()
 	defer timer.Stop()
+	var fired <-chan time.Time
 	for {
+		fired = nil
+		if armed {
+			fired = timer.C
+		}
 		select {
 		case <-ctx.Done():
-			return false
+			return restStop, 0
 		case <-p.stopCh:
-			return false
+			return restStop, 0
 		case <-p.wakeCh:
-			return true
-		case <-timer.C:
-			return true
+			return restClaim, 0
+		case <-fired:
+			if !retireAt.IsZero() && (deadline.IsZero() || retireAt.Before(deadline)) {
+				due := int64(0)
+				if !deadline.IsZero() {
+					due = deadline.UnixNano()
+				}
+				return restRetire, due
+			}
+			return restClaim, 0
 		case <-p.soonCh:
-			if by := p.wakeBy.Load(); by != 0 && time.Unix(0, by).Before(deadline) {
+			if by := p.wakeBy.Load(); by != 0 && (deadline.IsZero() || time.Unix(0, by).Before(deadline)) {
 				deadline = time.Unix(0, by)
-				timer.Reset(max(time.Until(deadline), 0))
+				arm()
 			}
 		}
 	}
@@ -359,6 +451,7 @@ func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 		for _, j := range claim.Jobs {
 			p.start(q, j, log)
 		}
+		p.markBusy()
 		p.inflight.Add(-int64(len(batch)))
 		for range batch {
 			p.deliveries.Done()
