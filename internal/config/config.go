@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -199,120 +200,56 @@ func (c *Config) QueueNames() []string {
 }
 
 // node describes one key of the file: either a leaf bound to the Go value it
-// decodes into, or a section with children. The schema is built around a
-// concrete value so decoding is a walk, not reflection.
+// decodes into, or a section with children. The schema is read from the
+// cfg tags of the configuration's structs (schemaOf), so a new setting is
+// one tagged field: its decoding, its environment variable, its redaction
+// and whether a reload can apply it all follow from the tag.
 type node struct {
 	name     string // spelling used in docs, messages and env names
-	target   any    // *string, *[]string, *int, *int64, *bool, *time.Duration
+	target   any    // *string, *[]string, *int, *int64, *float64, *bool, *time.Duration
 	children []node // set for sections; target is then nil
+	// secret marks a value that messages never echo (`cfg:"name,secret"`).
+	secret bool
 }
 
 // topSchema lists every top-level key except queues, which has dynamic keys.
-func topSchema(c *Config) []node {
-	return []node{
-		{name: "redis", children: []node{
-			{name: "url", target: &c.Redis.URL},
-			{name: "addr", target: &c.Redis.Addr},
-			{name: "addrs", target: &c.Redis.Addrs},
-			{name: "username", target: &c.Redis.Username},
-			{name: "password", target: &c.Redis.Password},
-			{name: "passwordEnv", target: &c.Redis.PasswordEnv},
-			{name: "db", target: &c.Redis.DB},
-			{name: "prefix", target: &c.Redis.Prefix},
-			{name: "durability", target: &c.Redis.Durability},
-			{name: "replicaTimeout", target: &c.Redis.ReplicaTimeout},
-			{name: "sentinel", children: []node{
-				{name: "masterName", target: &c.Redis.Sentinel.MasterName},
-				{name: "addrs", target: &c.Redis.Sentinel.Addrs},
-				{name: "username", target: &c.Redis.Sentinel.Username},
-				{name: "password", target: &c.Redis.Sentinel.Password},
-				{name: "passwordEnv", target: &c.Redis.Sentinel.PasswordEnv},
-			}},
-			{name: "tls", children: []node{
-				{name: "enabled", target: &c.Redis.TLS.Enabled},
-				{name: "caFile", target: &c.Redis.TLS.CAFile},
-				{name: "certFile", target: &c.Redis.TLS.CertFile},
-				{name: "keyFile", target: &c.Redis.TLS.KeyFile},
-				{name: "serverName", target: &c.Redis.TLS.ServerName},
-				{name: "insecureSkipVerify", target: &c.Redis.TLS.InsecureSkipVerify},
-			}},
-		}},
-		{name: "http", children: []node{
-			{name: "listen", target: &c.HTTP.Listen},
-			{name: "maxPayloadBytes", target: &c.HTTP.MaxPayloadBytes},
-			{name: "maxConcurrentRequests", target: &c.HTTP.MaxConcurrentRequests},
-		}},
-		{name: "shutdownGrace", target: &c.ShutdownGrace},
-		{name: "lameDuck", target: &c.LameDuck},
-		{name: "auth", children: []node{
-			{name: "apiKeys", target: &c.Auth.APIKeys},
-		}},
-		{name: "log", children: []node{
-			{name: "format", target: &c.Log.Format},
-			{name: "level", target: &c.Log.Level},
-		}},
-		{name: "dispatch", children: []node{
-			{name: "leaseMargin", target: &c.Dispatch.LeaseMargin},
-			{name: "claimBatch", target: &c.Dispatch.ClaimBatch},
-			{name: "linger", target: &c.Dispatch.Linger},
-			{name: "scheduleLease", target: &c.Dispatch.ScheduleLease},
-		}},
-		{name: "tracing", children: []node{
-			{name: "otlpEndpoint", target: &c.Tracing.OTLPEndpoint},
-			{name: "sampleRatio", target: &c.Tracing.SampleRatio},
-			{name: "serviceName", target: &c.Tracing.ServiceName},
-		}},
-		{name: "webhooks", children: []node{
-			{name: "allowedHosts", target: &c.Webhooks.AllowedHosts},
-			{name: "allowPrivateNetworks", target: &c.Webhooks.AllowPrivateNetworks},
-		}},
-		{name: "defaults", children: settingsSchema(&c.Defaults)},
-	}
-}
+func topSchema(c *Config) []node { return schemaOf(reflect.ValueOf(c).Elem()) }
 
 // settingsSchema lists the keys allowed both under defaults and in a queue.
-func settingsSchema(s *QueueSettings) []node {
-	return []node{
-		{name: "mode", target: &s.Mode},
-		{name: "concurrency", target: &s.Concurrency},
-		{name: "rateLimitMax", target: &s.RateLimitMax},
-		{name: "rateLimitWindow", target: &s.RateLimitWindow},
-		{name: "maxAttempts", target: &s.MaxAttempts},
-		{name: "maxDefers", target: &s.MaxDefers},
-		{name: "timeout", target: &s.Timeout},
-		{name: "ackTimeout", target: &s.AckTimeout},
-		{name: "ackTimeoutAction", target: &s.AckTimeoutAction},
-		{name: "backoff", children: []node{
-			{name: "type", target: &s.Backoff.Type},
-			{name: "base", target: &s.Backoff.Base},
-			{name: "max", target: &s.Backoff.Max},
-			{name: "jitter", target: &s.Backoff.Jitter},
-		}},
-		{name: "defaultRetryAfter", target: &s.DefaultRetryAfter},
-		{name: "jobLifetime", target: &s.JobLifetime},
-		{name: "retention", target: &s.Retention},
-		{name: "breaker", children: []node{
-			{name: "failures", target: &s.Breaker.Failures},
-			{name: "holdFor", target: &s.Breaker.HoldFor},
-		}},
-		{name: "flowKeys", children: []node{
-			{name: "concurrency", target: &s.FlowKeys.Concurrency},
-			{name: "rateLimitMax", target: &s.FlowKeys.RateLimitMax},
-			{name: "rateLimitWindow", target: &s.FlowKeys.RateLimitWindow},
-			{name: "holdScope", target: &s.FlowKeys.HoldScope},
-		}},
-	}
-}
+func settingsSchema(s *QueueSettings) []node { return schemaOf(reflect.ValueOf(s).Elem()) }
 
 // queueSchema lists the keys of one queue: its own plus every setting.
-func queueSchema(q *Queue) []node {
-	return append([]node{
-		{name: "webhookUrl", target: &q.WebhookURL},
-		{name: "signingSecret", target: &q.SigningSecret},
-		{name: "signingSecretEnv", target: &q.SigningSecretEnv},
-		{name: "signingSecrets", target: &q.SigningSecrets},
-		{name: "signingSecretsEnv", target: &q.SigningSecretsEnv},
-	}, settingsSchema(&q.QueueSettings)...)
+func queueSchema(q *Queue) []node { return schemaOf(reflect.ValueOf(q).Elem()) }
+
+// schemaOf lists the settings of the struct v (addressable), in field
+// order, from their tags: `cfg:"name"` is a key (a struct field a section),
+// `cfg:"name,secret"` a secret one, `cfg:",inline"` splices a struct's keys
+// in. Fields without a cfg tag are not read from the file this way (queues,
+// auth.keys and schedules are decoded apart).
+func schemaOf(v reflect.Value) []node {
+	t := v.Type()
+	out := make([]node, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, ok := f.Tag.Lookup("cfg")
+		if !ok {
+			continue
+		}
+		name, opt, _ := strings.Cut(tag, ",")
+		fv := v.Field(i)
+		if opt == "inline" {
+			out = append(out, schemaOf(fv)...)
+			continue
+		}
+		n := node{name: name, secret: opt == "secret"}
+		if f.Type.Kind() == reflect.Struct {
+			n.children = schemaOf(fv)
+		} else {
+			n.target = fv.Addr().Interface()
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // loader carries the state of one Load call: where keys were spelled how,
@@ -480,7 +417,7 @@ func (l *loader) decodeSection(path, rawPath string, schema []node, raw map[stri
 			continue
 		}
 		l.given[p] = true
-		l.decodeLeaf(p, n.target, val)
+		l.decodeLeaf(p, n, val)
 	}
 }
 
@@ -527,10 +464,11 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// decodeLeaf converts one scalar (or list) into target, reporting a problem
-// at path when the value has the wrong type.
-func (l *loader) decodeLeaf(path string, target any, val any) {
-	if secretPath(path) {
+// decodeLeaf converts one scalar (or list) into n's target, reporting a
+// problem at path when the value has the wrong type.
+func (l *loader) decodeLeaf(path string, n node, val any) {
+	target := n.target
+	if n.secret {
 		// Never echo a secret's value: these messages reach terminals and
 		// logs (a rejected reload), and a numeric secret is still a secret.
 		switch t := target.(type) {
@@ -613,15 +551,6 @@ func (l *loader) decodeLeaf(path string, target any, val any) {
 	default:
 		panic(fmt.Sprintf("config: no decoder for %T at %s", target, path))
 	}
-}
-
-// secretPath reports whether the value at a display path is a secret.
-func secretPath(path string) bool {
-	if redisSecretPath(path) { // redis.go
-		return true
-	}
-	return path == "redis.password" || path == "auth.apiKeys" ||
-		strings.HasSuffix(path, ".signingSecret") || strings.HasSuffix(path, ".signingSecrets")
 }
 
 // toStringList accepts a YAML list of strings, or one string holding a

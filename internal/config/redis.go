@@ -163,12 +163,6 @@ func parseRedisURL(raw string) (redisURL, error) {
 	return p, nil
 }
 
-// redisSecretPath reports whether a redis key holds a secret that messages
-// must not echo: redis.url may hold a password (rediss://user:pass@host).
-func redisSecretPath(path string) bool {
-	return path == "redis.url" || path == "redis.sentinel.password"
-}
-
 // validateRedis resolves passwordEnv and checks the redis section: one way
 // to name the Redis, nothing said twice (in the URL and in a key), Sentinel
 // complete, TLS settings only when TLS is on. Certificate files are read

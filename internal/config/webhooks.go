@@ -19,11 +19,11 @@ type Webhooks struct {
 	// (any name below example.com, not example.com itself), and CIDRs or
 	// bare IP addresses. Empty allows any host at a public address. A CIDR
 	// also lets its addresses past the private-network check.
-	AllowedHosts []string
+	AllowedHosts []string `cfg:"allowedHosts"`
 	// AllowPrivateNetworks lets API queues reach loopback, RFC 1918,
 	// link-local (169.254.0.0/16, cloud metadata), unique local (fc00::/7)
 	// and shared (100.64.0.0/10) addresses.
-	AllowPrivateNetworks bool
+	AllowPrivateNetworks bool `cfg:"allowPrivateNetworks"`
 }
 
 // Policy returns the netguard policy of a validated section. Load has

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,17 +183,20 @@ func (d *Daemon) Listen() (net.Addr, error) {
 }
 
 // Reload applies a new configuration: queue settings, new queues and API keys
-// take effect at once; Redis and listener settings need a restart.
+// take effect at once; the settings that need a restart (Redis, the
+// listener, logging, dispatcher tuning, tracing: config.KeepRunning) keep
+// their running values.
 func (d *Daemon) Reload(cfg *config.Config) {
 	old := d.file.Load()
-	if !old.Redis.Same(cfg.Redis) || old.HTTP.Listen != cfg.HTTP.Listen {
+	// Every setting tagged reload:"restart" keeps its running value, the
+	// ones package reload names in its warning (config.RestartChanges).
+	changed := config.KeepRunning(old, cfg)
+	if slices.ContainsFunc(changed, func(k string) bool { return k == "redis" || k == "http.listen" }) {
 		d.log.Warn("reload: redis and http.listen changes need a restart; keeping the running values")
-		cfg.Redis, cfg.HTTP.Listen = old.Redis, old.HTTP.Listen
 	}
-	if old.Tracing != cfg.Tracing {
+	if slices.Contains(changed, "tracing") {
 		// The exporter and the sampler are built once, at start-up.
 		d.log.Warn("reload: tracing changes need a restart; keeping the running values")
-		cfg.Tracing = old.Tracing
 	}
 	d.file.Store(cfg)
 	if policy, err := cfg.Webhooks.Policy(); err == nil { // Load validated it

@@ -23,7 +23,8 @@ type Changes struct {
 	// auth.apiKeys key, or an auth.keys key, its role or its reach.
 	APIKeys bool
 	// NeedRestart lists changed keys that a running daemon cannot apply
-	// (connections, listener, logger and dispatcher tuning).
+	// (connections, listener, logger, dispatcher tuning, tracing):
+	// config.RestartChanges.
 	NeedRestart []string
 }
 
@@ -77,26 +78,9 @@ func Diff(old, next *config.Config) Changes {
 			return a.Key == b.Key && a.KeyEnv == b.KeyEnv && a.Role == b.Role && slices.Equal(a.Queues, b.Queues)
 		})
 
-	restart := []struct {
-		key     string
-		changed bool
-	}{
-		{"redis", !old.Redis.Same(next.Redis)},
-		{"http.listen", old.HTTP.Listen != next.HTTP.Listen},
-		{"http.maxPayloadBytes", old.HTTP.MaxPayloadBytes != next.HTTP.MaxPayloadBytes},
-		{"http.maxConcurrentRequests", old.HTTP.MaxConcurrentRequests != next.HTTP.MaxConcurrentRequests},
-		{"shutdownGrace", old.ShutdownGrace != next.ShutdownGrace},
-		{"log.format", old.Log.Format != next.Log.Format},
-		{"log.level", old.Log.Level != next.Log.Level},
-		{"dispatch.leaseMargin", old.Dispatch.LeaseMargin != next.Dispatch.LeaseMargin},
-		{"dispatch.claimBatch", old.Dispatch.ClaimBatch != next.Dispatch.ClaimBatch},
-		{"dispatch.linger", old.Dispatch.Linger != next.Dispatch.Linger},
-	}
-	for _, r := range restart {
-		if r.changed {
-			ch.NeedRestart = append(ch.NeedRestart, r.key)
-		}
-	}
+	// What needs a restart is the config's own word (its reload:"restart"
+	// tags), the same list daemon.Reload keeps the running values of.
+	ch.NeedRestart = config.RestartChanges(old, next)
 	return ch
 }
 
