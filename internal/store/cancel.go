@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,31 +79,67 @@ type CancelFilter struct {
 	FlowKey *string
 }
 
-// CancelBatch is the ZSCAN COUNT of one bulk cancel script call: about that
-// many jobs looked at and cancelled per call. At 100 a call holds Redis for
-// about a millisecond or two (docs/performance.md measures it).
-var CancelBatch = 100
+// CancelLimits bound one bulk cancel script call (one step): it looks at
+// no more than Look members of the set it walks, matching or not, and
+// stops once Budget of Redis' clock has passed (checked after each chunk of
+// 16 members, the chunk's writes included), whichever comes first.
+type CancelLimits struct {
+	Look   int
+	Budget time.Duration
+}
 
-// CancelCursor is where a bulk cancel goes on: the set being scanned ("w"
-// the waiting jobs, "f" the in-flight set; "" when done) and its ZSCAN
-// cursor.
+// DefaultCancelLimits are the limits of the API's bulk cancel. On the
+// benchmark VM a step then takes about 1.5-2.5 ms of Redis' CPU, whatever
+// the backlog or the filter (docs/performance.md measures it): calls stay
+// within a few milliseconds, and claims and settles run between them.
+var DefaultCancelLimits = CancelLimits{Look: 500, Budget: 1500 * time.Microsecond}
+
+// CancelCursor is where a bulk cancel goes on: the set being walked ("w"
+// the waiting jobs, "f" the in-flight set; "" when done, "start" to go on
+// from the cursor Redis keeps for the same filter) and the position in it
+// (opaque: the last member left behind, as cancel.lua writes it).
 type CancelCursor struct {
-	Phase  string
-	Cursor string
+	Phase    string
+	Position string
 }
 
 // Done reports whether the scan has covered everything.
 func (c CancelCursor) Done() bool { return c.Phase == "" }
 
-// StartCancel is the cursor of a bulk cancel's first step.
-var StartCancel = CancelCursor{Phase: "w", Cursor: "0"}
+// StartCancel is the cursor of the first step of a bulk cancel request. It
+// goes on from where the last request with the same filter stopped when
+// that one answered done: false less than a minute ago (the cursor Redis
+// keeps; any daemon), and from the start otherwise: so a filter that
+// leaves most jobs alone is walked once, not once per request.
+var StartCancel = CancelCursor{Phase: "start"}
 
-// CancelStep runs one bounded bulk cancel script call from cur. It returns
-// how many jobs it cancelled, where to go on, and the deliveries under way
-// it cancelled (to abort).
-func (s *Store) CancelStep(ctx context.Context, q config.Queue, f CancelFilter, reason string, cur CancelCursor) (int, CancelCursor, []Abort, error) {
+// BulkStep is what one bulk cancel script call did.
+type BulkStep struct {
+	// Cancelled is how many jobs it cancelled.
+	Cancelled int
+	// Looked is how many set members it looked at (the work it did).
+	Looked int
+	// Next is where the next step goes on.
+	Next CancelCursor
+	// Aborts are the deliveries under way it cancelled: the daemons
+	// holding them abort their requests.
+	Aborts []Abort
+}
+
+// cancelCursorKey is the key of the cursor a bulk cancel keeps for filter f
+// (cancel.lua): per queue (its hash tag) and per filter, so that two
+// different filters never share a scan.
+func (s *Store) cancelCursorKey(queue string, statuses []string, before string) string {
+	sorted := slices.Clone(statuses)
+	slices.Sort(sorted)
+	sum := sha256.Sum256([]byte(strings.Join(sorted, ",") + "\n" + before))
+	return s.opts.Prefix + ":{" + queue + "}:cancelcur:" + hex.EncodeToString(sum[:12])
+}
+
+// BulkCancelStep runs one bulk cancel script call from cur, within lim.
+func (s *Store) BulkCancelStep(ctx context.Context, q config.Queue, f CancelFilter, reason string, cur CancelCursor, lim CancelLimits) (BulkStep, error) {
 	if f.FlowKey != nil || cur.Done() {
-		return 0, CancelCursor{}, nil, nil
+		return BulkStep{}, nil
 	}
 	statuses := make([]string, len(f.Statuses))
 	for i, st := range f.Statuses {
@@ -110,21 +149,34 @@ func (s *Store) CancelStep(ctx context.Context, q config.Queue, f CancelFilter, 
 	if !f.CreatedBefore.IsZero() {
 		before = strconv.FormatInt(f.CreatedBefore.UnixMilli(), 10)
 	}
-	args := append(s.params(q, 7), "bulk", CancelError(reason), cur.Phase, cur.Cursor, CancelBatch,
-		strings.Join(statuses, ","), before)
-	res, err := s.run(ctx, lua.Cancel, q, args)
+	args := append(s.params(q, 8), "bulk", CancelError(reason), cur.Phase, cur.Position, max(lim.Look, 1),
+		lim.Budget.Microseconds(), strings.Join(statuses, ","), before)
+	keys := append(s.Keys(q.Name), s.cancelCursorKey(q.Name, statuses, before))
+	res, err := s.runKeys(ctx, lua.Cancel, q, keys, args)
 	if err != nil {
-		return 0, cur, nil, err
+		return BulkStep{Next: cur}, err
 	}
 	arr, _ := res.([]any)
-	if len(arr) < 3 || (len(arr)-3)%2 != 0 {
-		return 0, cur, nil, fmt.Errorf("bulk cancel on queue %s: unexpected reply of %d values", q.Name, len(arr))
+	if len(arr) < 4 || (len(arr)-4)%2 != 0 {
+		return BulkStep{Next: cur}, fmt.Errorf("bulk cancel on queue %s: unexpected reply of %d values", q.Name, len(arr))
 	}
-	var aborts []Abort
-	for i := 3; i < len(arr); i += 2 {
-		aborts = append(aborts, Abort{ID: toStr(arr[i]), Token: toStr(arr[i+1])})
+	step := BulkStep{
+		Cancelled: int(toInt(arr[0])),
+		Looked:    int(toInt(arr[3])),
+		Next:      CancelCursor{Phase: toStr(arr[1]), Position: toStr(arr[2])},
 	}
-	return int(toInt(arr[0])), CancelCursor{Phase: toStr(arr[1]), Cursor: toStr(arr[2])}, aborts, nil
+	for i := 4; i < len(arr); i += 2 {
+		step.Aborts = append(step.Aborts, Abort{ID: toStr(arr[i]), Token: toStr(arr[i+1])})
+	}
+	return step, nil
+}
+
+// CancelStep runs one bulk cancel script call from cur within
+// DefaultCancelLimits. It returns how many jobs it cancelled, where to go
+// on, and the deliveries under way it cancelled (to abort).
+func (s *Store) CancelStep(ctx context.Context, q config.Queue, f CancelFilter, reason string, cur CancelCursor) (int, CancelCursor, []Abort, error) {
+	step, err := s.BulkCancelStep(ctx, q, f, reason, cur, DefaultCancelLimits)
+	return step.Cancelled, step.Next, step.Aborts, err
 }
 
 // CancelBulk cancels every job of q that f matches, one bounded script call

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -383,4 +384,117 @@ func TestCancelBulkRacesClaims(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, left, "in-flight set empty")
 	t.Logf("cancelled %d, completed %d, of which %d cancelled in flight (STALE)", cancelled, len(completed), len(stale))
+}
+
+// runBulk steps a bulk cancel to its end, every step from StartCancel as a
+// request sent again would be (so each goes on from the cursor Redis
+// keeps), within lim; it fails if a step looks at more than lim.Look
+// members or if the steps exceed maxSteps (a walk that looks at members
+// again instead of going on). between, when not nil, runs after each step.
+func runBulk(t *testing.T, s *store.Store, q config.Queue, f store.CancelFilter, lim store.CancelLimits, maxSteps int,
+	between func(next store.CancelCursor)) (cancelled, steps int) {
+	t.Helper()
+	for cur := store.StartCancel; ; {
+		step, err := s.BulkCancelStep(context.Background(), q, f, "", cur, lim)
+		require.NoError(t, err)
+		require.LessOrEqual(t, step.Looked, lim.Look, "a step looks at no more than its limit")
+		cancelled += step.Cancelled
+		steps++
+		require.LessOrEqual(t, steps, maxSteps, "the walk goes on from where it stopped")
+		if between != nil {
+			between(step.Next)
+		}
+		if step.Next.Done() {
+			return cancelled, steps
+		}
+	}
+}
+
+// A filtered bulk cancel is bounded by members looked at, not by matches:
+// 60 young jobs due now that the age filter leaves, then 40 old ones
+// delayed an hour that it takes. Each step looks at no more than 7, each
+// request goes on from the stored cursor (never from the start again), and
+// the walk takes exactly the old ones. Then jobs sharing one score (a
+// publish batch, jobs delayed to the same millisecond) with matches
+// scattered among them: each step finds its place in the run by its last
+// member, whether that member is still there or not, and misses none.
+func TestCancelBulkBoundedWalk(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("cbwalk")
+		old := make([]store.NewJob, 40)
+		for i := range old {
+			old[i] = store.NewJob{Payload: json.RawMessage(`{}`), Delay: time.Hour}
+		}
+		res, err := s.Publish(ctx, q, old)
+		require.NoError(t, err)
+		b.advance(20 * time.Millisecond)
+		young := publishN(t, s, q, 60)
+		yj, err := s.GetJob(ctx, q, young[0])
+		require.NoError(t, err)
+		lim := store.CancelLimits{Look: 7, Budget: time.Second}
+
+		n, steps := runBulk(t, s, q, store.CancelFilter{CreatedBefore: yj.CreatedAt}, lim, 100/7+3, nil)
+		require.Equal(t, 40, n)
+		t.Logf("%d steps for 100 members", steps)
+		for _, r := range res {
+			requireCancelled(t, s, q, r.ID, "cancelled")
+		}
+		st, err := s.QueueStatus(ctx, q)
+		require.NoError(t, err)
+		require.EqualValues(t, 60, st.Counts.Pending)
+
+		// Three of the young jobs, scattered, fail once (st r: processing,
+		// waiting for their retry); then every waiting job gets one score.
+		rdb, keys := s.Client(), s.Keys(q.Name)
+		picked := []string{young[10], young[31], young[52]}
+		for _, id := range picked {
+			require.NoError(t, rdb.ZAddXX(ctx, keys[0], redis.Z{Score: 1, Member: id}).Err())
+		}
+		c, err := s.Claim(ctx, q, 3)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 3)
+		var outs []store.Outcome
+		for _, j := range c.Jobs {
+			require.Contains(t, picked, j.ID)
+			outs = append(outs, store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeFail, StatusCode: 500})
+		}
+		_, err = s.Settle(ctx, q, outs)
+		require.NoError(t, err)
+		for _, id := range young {
+			require.NoError(t, rdb.ZAddXX(ctx, keys[0], redis.Z{Score: 5e12, Member: id}).Err())
+		}
+
+		// Between steps, the member the cursor names leaves the set (as a
+		// claim would take it) and comes back after the next step.
+		gone := ""
+		restore := func() {
+			if gone != "" {
+				require.NoError(t, rdb.ZAdd(ctx, keys[0], redis.Z{Score: 5e12, Member: gone}).Err())
+				gone = ""
+			}
+		}
+		n, _ = runBulk(t, s, q, store.CancelFilter{Statuses: []store.Status{store.StatusProcessing}}, lim, 60/7+3,
+			func(next store.CancelCursor) {
+				restore()
+				if _, member, ok := strings.Cut(next.Position, "\n"); ok {
+					require.Equal(t, int64(1), rdb.ZRem(ctx, keys[0], member).Val())
+					gone = member
+				}
+			})
+		restore()
+		require.Equal(t, 3, n)
+		for _, id := range picked {
+			requireCancelled(t, s, q, id, "cancelled")
+		}
+		st, err = s.QueueStatus(ctx, q)
+		require.NoError(t, err)
+		require.EqualValues(t, 57, st.Counts.Pending)
+
+		// A zero time budget stops each step after its first chunk.
+		n, steps = runBulk(t, s, q, store.CancelFilter{}, store.CancelLimits{Look: 500, Budget: 0}, 57, nil)
+		require.Equal(t, 57, n)
+		require.GreaterOrEqual(t, steps, 57/16+1)
+	})
 }
