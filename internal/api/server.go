@@ -30,6 +30,11 @@ type Options struct {
 	Waker Waker
 	// Queues returns the currently configured queues by name. Nil means none.
 	Queues Queues
+	// Queue, when set, looks one queue up by name (the hot path of every
+	// publish and job read), so a daemon with thousands of queues need not
+	// hand out a map of them all for each request; Queues then only serves
+	// GET /v1/queues.
+	Queue func(name string) (config.Queue, bool)
 	// APIKeys returns the currently accepted Bearer keys. Nil, or no non-empty
 	// key, disables authentication (config only allows that on loopback).
 	// Auth, when set, is used instead.
@@ -64,6 +69,7 @@ type Server struct {
 	backend  Backend
 	waker    Waker
 	queues   Queues
+	lookup   func(name string) (config.Queue, bool)
 	apiKeys  func() []string
 	auth     func() *config.Auth
 	maxBytes int64
@@ -89,6 +95,7 @@ func New(opts Options) *Server {
 		backend:  opts.Backend,
 		waker:    opts.Waker,
 		queues:   opts.Queues,
+		lookup:   opts.Queue,
 		apiKeys:  opts.APIKeys,
 		auth:     opts.Auth,
 		maxBytes: opts.MaxPayloadBytes,

@@ -17,35 +17,46 @@ import (
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
-// Queues over the API (runtime.md §1). The daemon runs with an effective
-// configuration: the file's, plus every queue defined in Redis over the
-// API (package queuesync keeps that set in step). Both kinds go through
-// one path, rebuild, which is also what a file reload takes, so a limit
-// changed over the API reaches the dispatcher exactly as a reload's does:
-// each pump picks up its queue's new settings at its next claim, no job
-// is touched. The limits an API queue sets are also in Redis, where every
-// claim reads them (lua/queuedef.lua), so the fleet never claims past the
-// lower of an old and a new limit while daemons' copies differ.
+// Queues over the API (runtime.md §1). The daemon serves the file's
+// queues and every queue defined in Redis over the API (package queuesync
+// keeps that set in step and hands over only what changed). A change of an
+// API queue costs the daemon time for that queue alone, however many there
+// are: its definition is resolved against the file's defaults and put in
+// d.api.served, and the dispatcher is told about that queue only
+// (Dispatcher.UpdateQueues). Readers look a queue up by name (lookupQueue);
+// the few that need every queue (listings, the scheduler) share a map built
+// at their first read after a change (queueMap). A limit changed over the
+// API reaches the dispatcher as a reload's does: the pump, if the queue has
+// one, picks up the new settings at its next claim; no job is touched. The
+// limits an API queue sets are also in Redis, where every claim reads them
+// (lua/queuedef.lua), so the fleet never claims past the lower of an old
+// and a new limit while daemons' copies differ.
 
 // apiQueues is the daemon's resolved copy of the API queues.
 type apiQueues struct {
-	mu sync.Mutex
-	// defs are the definitions last applied; resolved caches each one's
-	// Queue, by name, valid while its rev is the same and the file's
-	// defaults have not changed.
-	defs     map[string]*store.QueueDef
-	resolved map[string]resolvedDef
+	mu sync.RWMutex
+	// served are the API queues by name, each with its definition and its
+	// Queue resolved against the file's defaults.
+	served map[string]*servedDef
+	// snap is every queue served, the file's and the API's, built by the
+	// first queueMap after a change and shared by its readers (nil: none
+	// built since the last change).
+	snap map[string]config.Queue
 	// conflicts are the names a file queue and an API queue both claim,
 	// logged once each.
 	conflicts map[string]bool
-	// known are the queue names metrics were initialised for.
+	// known are the file's queue names metrics were initialised for (API
+	// queues' series are made at first use: metrics.InitQueues).
 	known map[string]bool
 	// onDelete are called after a queue was deleted over the API.
 	onDelete []func(ctx context.Context, queue string)
 }
 
-type resolvedDef struct {
-	rev int64
+// servedDef is one API queue: its definition and, when ok, the Queue it
+// resolves to (a definition that does not validate with the file's
+// defaults is not served, ok false).
+type servedDef struct {
+	def *store.QueueDef
 	q   config.Queue
 	ok  bool
 }
@@ -61,88 +72,156 @@ func (d *Daemon) OnQueueDeleted(f func(ctx context.Context, queue string)) {
 	d.api.onDelete = append(d.api.onDelete, f)
 }
 
-// applyDefs is the syncer's Apply: the API queues changed.
-func (d *Daemon) applyDefs(defs map[string]*store.QueueDef) {
-	d.api.mu.Lock()
-	d.api.defs = defs
-	d.api.mu.Unlock()
-	d.rebuild(false)
+// lookupQueue returns the queue called name as this daemon serves it: the
+// API queue of that name if it validates, else the file's.
+func (d *Daemon) lookupQueue(name string) (config.Queue, bool) {
+	d.api.mu.RLock()
+	s := d.api.served[name]
+	var q config.Queue
+	ok := s != nil && s.ok
+	if ok {
+		q = s.q
+	}
+	d.api.mu.RUnlock()
+	if ok {
+		return q, true
+	}
+	q, ok = d.file.Load().Queues[name]
+	return q, ok
 }
 
-// rebuild makes the effective configuration from the file's and the API
-// queues, and applies it as a reload does. fileChanged re-resolves every
-// API queue (the file's defaults may have changed).
-func (d *Daemon) rebuild(fileChanged bool) {
+// queueMap returns every queue this daemon serves, by name. The map is
+// shared: callers must not change it. It is built by the first call after a
+// change, so writes stay O(1) and a reader that needs every queue pays for
+// the copy once per change, not once per call.
+func (d *Daemon) queueMap() map[string]config.Queue {
+	d.api.mu.RLock()
+	m := d.api.snap
+	d.api.mu.RUnlock()
+	if m != nil {
+		return m
+	}
+	d.api.mu.Lock()
+	defer d.api.mu.Unlock()
+	if d.api.snap == nil {
+		file := d.file.Load()
+		m := make(map[string]config.Queue, len(file.Queues)+len(d.api.served))
+		maps.Copy(m, file.Queues)
+		for name, s := range d.api.served {
+			if s.ok {
+				m[name] = s.q
+			}
+		}
+		d.api.snap = m
+	}
+	return d.api.snap
+}
+
+// queueNames are the names of every queue this daemon serves, sorted.
+func (d *Daemon) queueNames() []string {
+	d.api.mu.RLock()
+	names := make([]string, 0, len(d.api.served)+len(d.file.Load().Queues))
+	for name, s := range d.api.served {
+		if s.ok {
+			names = append(names, name)
+		}
+	}
+	d.api.mu.RUnlock()
+	for name := range d.file.Load().Queues {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// applyDefs is the syncer's Apply: the API queues in changed are new or
+// changed, those in removed are gone. It costs time for those queues only.
+func (d *Daemon) applyDefs(changed map[string]*store.QueueDef, removed []string) {
+	d.api.mu.Lock()
+	defer d.api.mu.Unlock()
+	if d.api.served == nil {
+		d.api.served = map[string]*servedDef{}
+	}
+	file := d.file.Load()
+	disp := make(map[string]config.Queue, len(changed)+len(removed))
+	var gone []string
+	// serve decides what the dispatcher runs for name: the API queue if
+	// it validates, else the file's queue of that name, else nothing.
+	serve := func(name string, s *servedDef) {
+		switch _, filed := file.Queues[name]; {
+		case s != nil && s.ok:
+			if filed {
+				d.clashLocked(name)
+			}
+			disp[name] = s.q
+		case filed:
+			disp[name] = file.Queues[name]
+		default:
+			gone = append(gone, name)
+		}
+	}
+	for name, def := range changed {
+		s := &servedDef{def: def}
+		s.q, s.ok = d.resolveDef(def, file.Defaults)
+		d.api.served[name] = s
+		serve(name, s)
+	}
+	for _, name := range removed {
+		if _, ok := d.api.served[name]; !ok {
+			continue
+		}
+		delete(d.api.served, name)
+		serve(name, nil)
+	}
+	d.api.snap = nil
+	d.disp.UpdateQueues(disp, gone)
+}
+
+// clashLocked logs, once per name, that the file's queue called name is
+// ignored: start-up (a reload would have been refused), and the name is
+// the API queue's, whose jobs must not go to the file's URL.
+func (d *Daemon) clashLocked(name string) {
+	if d.api.conflicts[name] {
+		return
+	}
+	d.api.conflicts[name] = true
+	d.log.Error("a queue in the configuration file is ignored: a queue created over the API holds the name; delete that one over the API first, or rename the file's",
+		zap.String("queue", name))
+}
+
+// rebuild applies a reloaded file: its queues, and every API queue
+// resolved again against its defaults (they may have changed), as a
+// reload does (Dispatcher.SetQueues compares each queue and touches only
+// those that changed).
+func (d *Daemon) rebuild() {
 	d.api.mu.Lock()
 	defer d.api.mu.Unlock()
 	file := d.file.Load()
-	if fileChanged || d.api.resolved == nil {
-		d.api.resolved = map[string]resolvedDef{}
+	d.cfg.Store(file)
+	eff := maps.Clone(file.Queues)
+	if eff == nil {
+		eff = map[string]config.Queue{}
 	}
-	eff := *file
-	eff.Queues = maps.Clone(file.Queues)
-	if eff.Queues == nil {
-		eff.Queues = map[string]config.Queue{}
-	}
-	for name := range d.api.resolved {
-		if _, ok := d.api.defs[name]; !ok {
-			delete(d.api.resolved, name)
-		}
-	}
-	// touched are the API queues resolved anew: with the file unchanged,
-	// only they (and removed ones) reach the dispatcher, so a change of
-	// one queue among 10,000 costs one pump's update, not 10,000 compares.
-	var touched []string
-	for name, def := range d.api.defs {
-		r, ok := d.api.resolved[name]
-		if !ok || r.rev != def.Rev {
-			r = resolvedDef{rev: def.Rev}
-			r.q, r.ok = d.resolveDef(def, file.Defaults)
-			d.api.resolved[name] = r
-			touched = append(touched, name)
-		}
-		if !r.ok {
+	for name, s := range d.api.served {
+		s.q, s.ok = d.resolveDef(s.def, file.Defaults)
+		if !s.ok {
 			continue
 		}
 		if _, clash := file.Queues[name]; clash {
-			// Start-up (a reload would have been refused): the name is
-			// the API queue's, whose jobs must not go to the file's URL.
-			if !d.api.conflicts[name] {
-				d.api.conflicts[name] = true
-				d.log.Error("a queue in the configuration file is ignored: a queue created over the API holds the name; delete that one over the API first, or rename the file's",
-					zap.String("queue", name))
-			}
+			d.clashLocked(name)
 		}
-		eff.Queues[name] = r.q
+		eff[name] = s.q
 	}
-	prev := d.cfg.Load()
-	d.cfg.Store(&eff)
+	d.api.snap = nil
 	var added []string
-	for name := range eff.Queues {
+	for _, name := range file.QueueNames() {
 		if !d.api.known[name] {
 			d.api.known[name] = true
 			added = append(added, name)
 		}
 	}
-	slices.Sort(added)
 	d.metrics.InitQueues(added)
-	if fileChanged || prev == nil {
-		d.disp.SetQueues(eff.Queues)
-		return
-	}
-	changed := make(map[string]config.Queue, len(touched))
-	for _, name := range touched {
-		if q, ok := eff.Queues[name]; ok {
-			changed[name] = q
-		}
-	}
-	var removed []string
-	for name := range prev.Queues {
-		if _, ok := eff.Queues[name]; !ok {
-			removed = append(removed, name)
-		}
-	}
-	d.disp.UpdateQueues(changed, removed)
+	d.disp.SetQueues(eff)
 }
 
 // resolveDef turns a stored definition into its Queue against the file's
@@ -172,11 +251,11 @@ func (d *Daemon) resolveDef(def *store.QueueDef, defaults config.QueueSettings) 
 // CheckReload refuses a configuration file that adds a queue whose name a
 // queue created over the API holds (reload.Checker).
 func (d *Daemon) CheckReload(cfg *config.Config) error {
-	d.api.mu.Lock()
-	defer d.api.mu.Unlock()
+	d.api.mu.RLock()
+	defer d.api.mu.RUnlock()
 	var clash []string
 	for name := range cfg.Queues {
-		if _, ok := d.api.defs[name]; ok {
+		if _, ok := d.api.served[name]; ok {
 			clash = append(clash, name)
 		}
 	}

@@ -49,8 +49,10 @@ var Version = "dev"
 // Daemon is one running simpleqd.
 type Daemon struct {
 	log *zap.Logger
-	// cfg is the effective configuration: file holds the file's, and
-	// the queues created over the API are added to it (apiqueues.go).
+	// cfg is the running configuration, the file's (file, kept apart for
+	// reloads); its Queues are the file's only. The queues created over
+	// the API are in api, and lookupQueue and queueMap serve both kinds
+	// (apiqueues.go).
 	cfg  atomic.Pointer[config.Config]
 	file atomic.Pointer[config.Config]
 	api  apiQueues
@@ -203,7 +205,7 @@ func (d *Daemon) Reload(cfg *config.Config) {
 		d.deliverer.SetWebhookPolicy(policy)
 	}
 	// The file's queues and the API's, applied together (apiqueues.go).
-	d.rebuild(true)
+	d.rebuild()
 	d.reloadSchedules(cfg)
 	// package reload logs what changed at info; this line only confirms.
 	d.log.Debug("configuration applied", zap.Int("queues", len(cfg.Queues)))
@@ -460,7 +462,8 @@ func (d *Daemon) handler() http.Handler {
 	srv := api.New(api.Options{
 		Backend:               backend{d},
 		Waker:                 d.bus,
-		Queues:                func() map[string]config.Queue { return d.cfg.Load().Queues },
+		Queues:                d.queueMap,
+		Queue:                 d.lookupQueue,
 		Auth:                  func() *config.Auth { return &d.cfg.Load().Auth },
 		MaxPayloadBytes:       d.cfg.Load().HTTP.MaxPayloadBytes,
 		MaxConcurrentRequests: d.cfg.Load().HTTP.MaxConcurrentRequests,
@@ -505,11 +508,14 @@ const apiPrefix = "/v1/"
 // gauges at scrape time. Queues that cannot be read are left out and
 // reported in the error; the others are still returned.
 func (d *Daemon) queueStatuses(ctx context.Context) ([]store.QueueStatus, error) {
-	cfg := d.cfg.Load()
-	out := make([]store.QueueStatus, 0, len(cfg.Queues))
+	names := d.queueNames()
+	out := make([]store.QueueStatus, 0, len(names))
 	var errs []error
-	for _, name := range cfg.QueueNames() {
-		q := cfg.Queues[name]
+	for _, name := range names {
+		q, ok := d.lookupQueue(name)
+		if !ok {
+			continue // deleted meanwhile
+		}
 		if q.Name == "" {
 			q.Name = name
 		}

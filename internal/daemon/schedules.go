@@ -41,7 +41,7 @@ func (d *Daemon) initSchedules(cfg *config.Config) {
 	d.metrics.Registry().MustRegister(lag, fired)
 	d.sched.runner = schedule.New(schedule.Options{
 		Store:  d.store,
-		Queues: func() map[string]config.Queue { return d.cfg.Load().Queues },
+		Queues: d.queueMap,
 		Wake:   d.bus.Notify,
 		OnFired: func(queue, _ string, _ time.Time, l time.Duration) {
 			lag.Observe(l.Seconds())
@@ -114,7 +114,7 @@ func (d *Daemon) syncSchedulesLoop(ctx context.Context) {
 // untouched; a file schedule whose id an API schedule holds is refused
 // with a log line naming it.
 func (d *Daemon) syncFileSchedules(ctx context.Context, list []config.Schedule) error {
-	queues := d.cfg.Load().Queues
+	queues := d.queueMap()
 	keep := map[string]bool{}
 	var errs []error
 	for _, fs := range list {

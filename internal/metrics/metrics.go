@@ -288,8 +288,14 @@ func (m *Metrics) Handler() http.Handler {
 
 // InitQueues creates every series of the named queues at zero, so the first
 // event shows in rate() and dashboards list queues that have seen none.
-// Call it with the configured queues at start and after a reload; series of
+// Call it with the file's queues at start and after a reload; series of
 // removed queues stay until restart (they no longer change).
+//
+// The daemon does not call it for queues created over the API: 10,000 of
+// them would be 200,000 series, some 10 KiB of its memory per queue, for
+// queues that may never see a job on this daemon. Their series are made
+// at first use, each when an event first touches it, like any series not
+// initialised here (so the event that creates a counter counts in it).
 func (m *Metrics) InitQueues(names []string) {
 	for _, q := range names {
 		m.published.WithLabelValues(q)

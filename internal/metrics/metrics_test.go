@@ -246,6 +246,25 @@ func TestInitQueuesCreatesZeroSeries(t *testing.T) {
 	require.Equal(t, 6, testutil.CollectAndCount(m.Registry(), "simpleqd_probes_total"))
 }
 
+// TestQueueSeriesAtFirstUse: a queue not initialised up front (one created
+// over the API) has no series until an event touches them, and then only
+// those it touched: idle queues cost the registry nothing.
+func TestQueueSeriesAtFirstUse(t *testing.T) {
+	t.Parallel()
+	m := newMetrics(metrics.Options{})
+	m.InitQueues([]string{"filed"})
+	require.Equal(t, 5, testutil.CollectAndCount(m.Registry(), "simpleqd_deliveries_total"), "the file's queue only")
+	m.Published("cust-1", 2)
+	compare(t, m, `
+		simpleqd_jobs_published_total{queue="cust-1"} 2
+		simpleqd_jobs_published_total{queue="filed"} 0
+		simpleqd_holds_started_total{queue="filed"} 0
+	`, "simpleqd_jobs_published_total", "simpleqd_holds_started_total")
+	require.Equal(t, 5, testutil.CollectAndCount(m.Registry(), "simpleqd_deliveries_total"))
+	m.Settled("cust-1", store.Outcome{Kind: store.OutcomeOK}, store.Settled{Word: "COMPLETED"}, time.Millisecond)
+	require.Equal(t, 6, testutil.CollectAndCount(m.Registry(), "simpleqd_deliveries_total"))
+}
+
 func TestGaugesReadAtScrapeTime(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
