@@ -429,6 +429,14 @@ func (w *Webhook) Count() int {
 	return len(w.deliveries)
 }
 
+// Idle reports whether no request is being answered: every delivery that
+// reached the webhook is recorded.
+func (w *Webhook) Idle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.inflight == 0
+}
+
 // MaxInflight is the highest number of concurrent requests seen.
 func (w *Webhook) MaxInflight() int {
 	w.mu.Lock()
