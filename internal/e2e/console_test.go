@@ -149,18 +149,42 @@ func (b *browser) text(sel string) string {
 	return evalJS[string](b, fmt.Sprintf(`(document.querySelector(%q)?.innerText ?? '')`, sel))
 }
 
-// waitFor polls a JavaScript condition until it is true.
+// waitFor waits until a JavaScript condition is true. The page itself
+// waits: it checks the condition on every change of the document (and every
+// 50 ms, for conditions on state outside it) and answers once it holds or
+// the time is up. A navigation under the wait ends the page's part; the
+// wait goes on in the new page.
 func (b *browser) waitFor(cond string, within time.Duration, what string) {
 	b.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		if evalJS[bool](b, "!!("+cond+")") {
-			return
-		}
-		if time.Now().After(deadline) {
+		left := time.Until(deadline)
+		if left <= 0 {
 			b.fail("timed out after %s waiting for %s (%s)", within, what, cond)
 		}
-		time.Sleep(50 * time.Millisecond)
+		js := fmt.Sprintf(`new Promise((resolve, reject) => {
+  const check = () => !!(%s);
+  let obs, iv, to;
+  const settle = (f, v) => { obs && obs.disconnect(); clearInterval(iv); clearTimeout(to); f(v); };
+  const test = () => { try { if (check()) settle(resolve, true); } catch (e) { settle(reject, e); } };
+  obs = new MutationObserver(test);
+  obs.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  iv = setInterval(test, 50);
+  to = setTimeout(() => settle(resolve, false), %d);
+  test();
+})`, cond, left.Milliseconds())
+		ctx, cancel := context.WithTimeout(b.ctx, left+5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js, chromedp.EvalAwaitPromise))
+		cancel()
+		switch {
+		case err == nil && ok:
+			return
+		case err == nil:
+			b.fail("timed out after %s waiting for %s (%s)", within, what, cond)
+		case !strings.Contains(err.Error(), "context") && !strings.Contains(err.Error(), "navigat"):
+			b.fail("evaluate %s: %v", cond, err)
+		}
+		// The page navigated under the wait: wait in the new one.
 	}
 }
 
@@ -184,9 +208,14 @@ func (b *browser) navigate(url string) {
 // screenshot saves the viewport as name.png and checks it is a real image.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
-	// Toasts would cover the page; a short pause lets layout settle.
+	// Toasts would cover the page; two animation frames let layout settle.
 	evalJS[bool](b, `(document.getElementById('toasts').replaceChildren(), true)`)
-	time.Sleep(100 * time.Millisecond)
+	ctxF, cancelF := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancelF()
+	if _, err := chromedp.Run(ctxF, chromedp.Evaluate[bool](
+		`new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, chromedp.EvalAwaitPromise)); err != nil {
+		b.fail("waiting for two frames: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())

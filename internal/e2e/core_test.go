@@ -242,7 +242,8 @@ func TestCoreStandardRetriesUntilDead(t *testing.T) {
 	}
 	require.EqualValues(t, 1, d.Queue("fails")["counts"].(map[string]any)["dead"])
 	// Dead means no further delivery: several backoff periods later, still 4.
-	time.Sleep(200 * time.Millisecond)
+	require.Never(t, func() bool { return hook.Count() != 4 }, 200*time.Millisecond, 10*time.Millisecond,
+		"a dead job is delivered again")
 	require.Equal(t, 4, hook.Count())
 }
 

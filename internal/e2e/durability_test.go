@@ -100,15 +100,15 @@ func failoverUnderLoad(t *testing.T, durability string) failoverResult {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			next := time.Now()
+			// One publish each 5 ms at most (a slow answer drops ticks).
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
 			for i := 0; ; i++ {
 				select {
 				case <-done:
 					return
-				default:
+				case <-tick.C:
 				}
-				time.Sleep(time.Until(next))
-				next = maxTime(next.Add(5*time.Millisecond), time.Now())
 				key := fmt.Sprintf("w%d-%d", w, i)
 				r := publishOnce(client, d, key)
 				mu.Lock()
@@ -118,7 +118,22 @@ func failoverUnderLoad(t *testing.T, durability string) failoverResult {
 		}()
 	}
 
-	time.Sleep(2 * time.Second)
+	// acknowledgedSince counts the publishes that started at or after from
+	// and were acknowledged.
+	acknowledgedSince := func(from time.Time) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, r := range results {
+			if r.status == http.StatusCreated && !r.at.Before(from) {
+				n++
+			}
+		}
+		return n
+	}
+	// The load is flowing (about 2 s of it) before the master dies.
+	require.Eventually(t, func() bool { return acknowledgedSince(start) >= 1500 }, 30*time.Second, 10*time.Millisecond,
+		"publishes flow before the failover")
 	killedAt := time.Now()
 	old := set.KillMaster(t)
 	newMaster := set.WaitNewMaster(t, old, 20*time.Second)
@@ -131,9 +146,10 @@ func failoverUnderLoad(t *testing.T, durability string) failoverResult {
 	restored := time.Now()
 	waitReplicaOnline(t, set, 20*time.Second)
 	replicaAt := time.Now()
-	// Keep publishing for 2 s more: the daemons take publishes again by
-	// themselves.
-	time.Sleep(2 * time.Second)
+	// Keep publishing until the daemons have taken publishes again by
+	// themselves (some hundreds).
+	require.Eventually(t, func() bool { return acknowledgedSince(replicaAt) >= 300 }, 20*time.Second, 10*time.Millisecond,
+		"publishes succeed again once the killed node is back as a replica")
 	close(done)
 	wg.Wait()
 	loadEnd := time.Now()
@@ -181,8 +197,10 @@ func failoverUnderLoad(t *testing.T, durability string) failoverResult {
 	for _, r := range acked {
 		pending[r.id] = true
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(pending) > 0 && time.Now().Before(deadline) {
+	var pendingMu sync.Mutex // the condition runs in Eventually's goroutine
+	require.Eventually(t, func() bool {
+		pendingMu.Lock()
+		defer pendingMu.Unlock()
 		for _, dl := range hook.Deliveries() {
 			delete(pending, dl.JobID)
 		}
@@ -192,11 +210,10 @@ func failoverUnderLoad(t *testing.T, durability string) failoverResult {
 				delete(pending, id)
 			}
 		}
-		if len(pending) > 0 {
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	require.Empty(t, pending, "acknowledged jobs neither delivered nor gone after 30 s")
+		return len(pending) == 0
+	}, 30*time.Second, 200*time.Millisecond, "acknowledged jobs neither delivered nor gone after 30 s")
+	pendingMu.Lock()
+	defer pendingMu.Unlock()
 	slices.Sort(res.lostIDs)
 	res.lost = len(res.lostIDs)
 	t.Logf("durability %s: %d publishes over %s (master %s killed at %s, %s promoted after %s, replica back after %s more); "+
@@ -245,25 +262,11 @@ func publishOnce(c *http.Client, d *Daemon, key string) publishResult {
 // sync (state=online).
 func waitReplicaOnline(t *testing.T, set *redistest.SentinelSet, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	require.Eventually(t, func() bool {
 		m := set.MasterServer(t)
 		c := redis.NewClient(&redis.Options{Addr: m.Addr})
 		info, err := c.Info(context.Background(), "replication").Result()
 		_ = c.Close()
-		if err == nil && strings.Contains(info, "state=online") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no replica of %s online within %s: %v\n%s", m.Addr, within, err, info)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+		return err == nil && strings.Contains(info, "state=online")
+	}, within, 50*time.Millisecond, "no replica of the master online within %s", within)
 }

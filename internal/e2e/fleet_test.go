@@ -167,7 +167,10 @@ func TestFleetRepeatedKills(t *testing.T) {
 	ids := publishSpread(t, ds, "kk", jobs)
 	kills := 0
 	for round := 0; round < 6; round++ {
-		time.Sleep(150 * time.Millisecond)
+		// Each kill strikes after some more deliveries (while there is work).
+		next := min(hook.Count()+10, jobs)
+		require.Eventually(t, func() bool { return hook.Count() >= next }, 10*time.Second, time.Millisecond,
+			"deliveries go on before kill %d", round+1)
 		v := ds[round%3]
 		v.Kill()
 		kills++
@@ -241,8 +244,7 @@ func TestFleetSecondSignalExitsAtOnce(t *testing.T) {
 		t.Fatal("delivery never started")
 	}
 	d.Signal(syscall.SIGTERM)
-	time.Sleep(200 * time.Millisecond)
-	require.False(t, d.Exited(), "the first signal waits for the delivery in flight")
+	require.Never(t, d.Exited, 200*time.Millisecond, 10*time.Millisecond, "the first signal waits for the delivery in flight")
 	begin := time.Now()
 	d.Signal(syscall.SIGTERM)
 	require.Eventually(t, d.Exited, 3*time.Second, 10*time.Millisecond, "the second signal exits at once")

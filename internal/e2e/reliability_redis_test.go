@@ -74,7 +74,7 @@ func (p *publishLoad) run(ds []*Daemon, queue string, workers int, retry bool, s
 				p.mu.Lock()
 				p.other = append(p.other, publishAnswer{key: key, status: code, start: start, end: end, err: err})
 				p.mu.Unlock()
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(10 * time.Millisecond) //nolint:testsleep // a client's pause before it publishes again after a refusal
 			}
 		}()
 	}
@@ -108,6 +108,30 @@ func (p *publishLoad) checkDownAnswers(t *testing.T, down, up time.Time) int {
 	return n
 }
 
+// answeredSince counts the publishes that started at or after from and were
+// answered; with acked, only the acknowledgements.
+func (p *publishLoad) answeredSince(from time.Time, acked bool) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, a := range p.all {
+		if a.start.Before(from) || a.err != nil || a.status == 0 {
+			continue
+		}
+		if !acked || a.status == 201 || a.status == 200 {
+			n++
+		}
+	}
+	return n
+}
+
+// flowing waits until n publishes that started at or after from were
+// acknowledged: the load runs, and Redis answers.
+func (p *publishLoad) flowing(t *testing.T, from time.Time, n int, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return p.answeredSince(from, true) >= n }, 30*time.Second, 5*time.Millisecond, what)
+}
+
 func (p *publishLoad) snapshot() map[string]string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -129,15 +153,19 @@ func redisCrash(t *testing.T, fsync string) (lost, acked int) {
 	var load publishLoad
 	stop := make(chan struct{})
 	wg := load.run([]*Daemon{d}, "aof", 4, false, stop)
-	time.Sleep(1500 * time.Millisecond)
+	load.flowing(t, time.Time{}, 300, "publishes flow before Redis dies")
 	before := len(load.snapshot())
 	rs.Kill()
 	down := time.Now()
-	time.Sleep(2 * time.Second)
+	// Redis stays away until the daemon says so and has answered a good
+	// number of publishes meanwhile.
+	require.Eventually(t, func() bool {
+		return load.answeredSince(down, false) >= 100 && d.Do("GET", "/readyz", nil).Status == 503
+	}, 20*time.Second, 10*time.Millisecond, "the daemon answers while Redis is away")
 	up := time.Now()
 	rs.Restart(t)
 	require.Eventually(t, func() bool { return d.Do("GET", "/readyz", nil).Status == 200 }, 20*time.Second, 50*time.Millisecond)
-	time.Sleep(500 * time.Millisecond)
+	load.flowing(t, time.Now(), 50, "publishes flow again")
 	close(stop)
 	wg.Wait()
 	require.Greater(t, before, 50, "publishes were flowing when Redis died")
@@ -201,16 +229,18 @@ func TestReliabilityRedisPauseAndDroppedConnections(t *testing.T) {
 	var load publishLoad
 	stop := make(chan struct{})
 	wg := load.run(ds, "pz", 4, true, stop)
-	time.Sleep(500 * time.Millisecond)
+	load.flowing(t, time.Time{}, 100, "publishes flow before the pause")
 	require.NoError(t, rc.Do(ctx, "CLIENT", "PAUSE", "2000").Err())
-	time.Sleep(2500 * time.Millisecond)
+	// A publish that started after the pause began is acknowledged only
+	// once the pause has ended.
+	load.flowing(t, time.Now(), 50, "publishes flow again after the pause")
 	for i := 0; i < 5; i++ {
+		killed := time.Now()
 		n, err := rc.Do(ctx, "CLIENT", "KILL", "TYPE", "normal").Int()
 		require.NoError(t, err)
 		require.Positive(t, n, "connections were dropped")
-		time.Sleep(300 * time.Millisecond)
+		load.flowing(t, killed, 20, "publishes flow again after the connections dropped")
 	}
-	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	wg.Wait()
 
@@ -268,7 +298,7 @@ func TestReliabilityRedisFrozen(t *testing.T) {
 	var load publishLoad
 	stop := make(chan struct{})
 	wg := load.run([]*Daemon{d}, "fz", 3, true, stop)
-	time.Sleep(700 * time.Millisecond)
+	load.flowing(t, time.Time{}, 100, "publishes flow before the freeze")
 	rs.Signal(syscall.SIGSTOP)
 	frozen := time.Now()
 	t.Cleanup(func() { rs.Signal(syscall.SIGCONT) })
@@ -278,13 +308,13 @@ func TestReliabilityRedisFrozen(t *testing.T) {
 		r := d.Do("GET", "/readyz", nil)
 		require.Less(t, time.Since(start), 5*time.Second, "/readyz hangs")
 		readyz = append(readyz, r.Status)
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) //nolint:testsleep // the freeze lasts 7 s of wall time, sampled every 500 ms
 	}
 	thawed := time.Now()
 	rs.Signal(syscall.SIGCONT)
 	require.Contains(t, readyz, 503)
 	require.Eventually(t, func() bool { return d.Do("GET", "/readyz", nil).Status == 200 }, 20*time.Second, 50*time.Millisecond)
-	time.Sleep(500 * time.Millisecond)
+	load.flowing(t, time.Now(), 50, "publishes flow again after the thaw")
 	close(stop)
 	wg.Wait()
 	// A request sent just before the freeze may be answered once Redis

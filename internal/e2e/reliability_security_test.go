@@ -149,7 +149,15 @@ queues:
 	}
 	require.True(t, sawOld && sawNew, "deliveries were signed with both secrets")
 
-	time.Sleep(200 * time.Millisecond) // the last log lines
+	require.Eventually(t, func() bool {
+		log := d.Log()
+		for _, want := range []string{"job dead-lettered", "backpressure", "http request", "reload"} {
+			if !strings.Contains(log, want) {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond, "the last log lines")
 	log := d.Log()
 	for _, want := range []string{"job dead-lettered", "backpressure", "http request", "reload"} {
 		require.Contains(t, log, want, "the log covers the flow (debug level)")
@@ -195,6 +203,7 @@ func TestReliabilitySlowlorisCutOff(t *testing.T) {
 		}()
 	}
 	stopTrickle := make(chan struct{})
+	var trickled atomic.Int32
 	go func() {
 		tick := time.NewTicker(250 * time.Millisecond)
 		defer tick.Stop()
@@ -207,11 +216,12 @@ func TestReliabilitySlowlorisCutOff(t *testing.T) {
 			for _, c := range conns {
 				_, _ = fmt.Fprintf(c, "X-Slow-%d: y\r\n", n)
 			}
+			trickled.Add(1)
 		}
 	}()
 	defer close(stopTrickle)
-	// Others are served meanwhile.
-	time.Sleep(time.Second)
+	// Others are served meanwhile (a second into the trickle).
+	require.Eventually(t, func() bool { return trickled.Load() >= 4 }, 10*time.Second, 10*time.Millisecond)
 	id := d.Publish("sl", map[string]any{"x": 1})
 	d.WaitStatus(id, "completed", 5*time.Second)
 	for range conns {

@@ -67,7 +67,7 @@ func newSoakHook(t *testing.T) *soakHook {
 		case p < 0.15:
 			code = 500
 		}
-		time.Sleep(time.Duration(2+rand.IntN(18)) * time.Millisecond)
+		time.Sleep(time.Duration(2+rand.IntN(18)) * time.Millisecond) //nolint:testsleep // the webhook takes 2–20 ms to answer, in wall time
 		w.WriteHeader(code)
 		h.mu.Lock()
 		h.inflight--
@@ -213,7 +213,7 @@ func runSoak(t *testing.T, dur time.Duration) soakReport {
 						break
 					}
 					retries.Add(1)
-					time.Sleep(20 * time.Millisecond)
+					time.Sleep(20 * time.Millisecond) //nolint:testsleep // a client's pause before it retries a refused publish
 				}
 			}
 		}(w)
@@ -241,20 +241,27 @@ func runSoak(t *testing.T, dur time.Duration) soakReport {
 
 	warm := max(5*time.Second, dur/4)
 	warmDone := false
-	nextKill := start.Add(time.Duration(3+rng.IntN(8)) * time.Second)
-	for time.Since(start) < dur {
-		if !warmDone && time.Since(start) >= warm {
+	warmAt := time.NewTimer(time.Until(start.Add(warm)))
+	defer warmAt.Stop()
+	kill := time.NewTimer(time.Until(start.Add(time.Duration(3+rng.IntN(8)) * time.Second)))
+	defer kill.Stop()
+	end := time.NewTimer(time.Until(start.Add(dur)))
+	defer end.Stop()
+soak:
+	for {
+		select {
+		case <-end.C:
+			break soak
+		case <-warmAt.C:
 			rep.goWarm, rep.rssWarm = scrape(t, ds[0])
 			warmDone = true
-		}
-		if time.Now().After(nextKill) {
+		case <-kill.C:
 			v := 1 + rng.IntN(2)
 			ds[v].Kill()
 			ds[v].Restart()
 			rep.kills++
-			nextKill = time.Now().Add(time.Duration(5+rng.IntN(11)) * time.Second)
+			kill.Reset(time.Duration(5+rng.IntN(11)) * time.Second)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	close(stop)
 	pubWG.Wait()
@@ -264,7 +271,7 @@ func runSoak(t *testing.T, dur time.Duration) soakReport {
 	}
 	relWaitDrained(t, ds[0], "soak", 2*time.Minute)
 	rep.drainTook = time.Since(stopped)
-	time.Sleep(500 * time.Millisecond) // idle connections and timers settle
+	time.Sleep(500 * time.Millisecond) //nolint:testsleep // idle connections and timers settle before the end's memory is measured
 	rep.goEnd, rep.rssEnd = scrape(t, ds[0])
 	rep.publishRetries, rep.publishNotAccepted = retries.Load(), refused.Load()
 

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -214,7 +215,7 @@ func (c crashRun) run(t *testing.T) crashReport {
 				for try := 0; try < 100 && !ok; try++ {
 					code, b, err := relPost(ds[(i+w+try)%len(ds)].URL+"/v1/queues/m/jobs", body)
 					if err != nil || code == 503 {
-						time.Sleep(20 * time.Millisecond)
+						time.Sleep(20 * time.Millisecond) //nolint:testsleep // a client's pause before it retries a refused publish
 						continue
 					}
 					if code != 201 && code != 200 {
@@ -256,7 +257,7 @@ func (c crashRun) run(t *testing.T) crashReport {
 	start := time.Now()
 	var rep crashReport
 	for _, a := range at {
-		time.Sleep(time.Until(start.Add(a)))
+		time.Sleep(time.Until(start.Add(a))) //nolint:testsleep // the kills fall at random moments of the load: a schedule in wall time
 		v := rng.IntN(len(ds))
 		rep.killTimes = append(rep.killTimes, time.Now())
 		ds[v].Kill()
@@ -273,7 +274,7 @@ func (c crashRun) run(t *testing.T) crashReport {
 	t.Logf("published %d jobs in %s (%d idempotent repeats), %d kills", c.jobs, time.Since(start).Round(time.Millisecond), repeats.Load(), len(rep.killTimes))
 
 	relWaitDrained(t, ds[0], "m", 40*time.Second)
-	time.Sleep(100 * time.Millisecond) // let the webhook record its last answers
+	require.Eventually(t, hook.Idle, 5*time.Second, 5*time.Millisecond, "the webhook recorded its last answers")
 	jobs := relJobs(t, ds[0].URL, ids)
 	byJob := map[string][]Delivery{}
 	for _, dl := range hook.Deliveries() {
@@ -420,8 +421,8 @@ func TestReliabilityStalledDaemonIsFenced(t *testing.T) {
 			frozen.Signal(syscall.SIGCONT)
 			require.Eventually(t, func() bool { return strings.Contains(frozen.Log(), "outcome ignored") },
 				10*time.Second, 20*time.Millisecond, "the woken daemon must report its stale outcome as ignored")
-			time.Sleep(200 * time.Millisecond) // anything the stale outcome could have caused
-
+			require.Never(t, func() bool { return !assert.ObjectsAreEqual(job, other.Job(id)) }, 200*time.Millisecond,
+				20*time.Millisecond, "the stale outcome changed the job")
 			after := other.Job(id)
 			require.Equal(t, job, after, "the stale outcome changed the job")
 			require.Equal(t, tc.status, after["status"])
@@ -483,7 +484,8 @@ func TestReliabilityReplayRace(t *testing.T) {
 	require.NoError(t, errs[1])
 	require.Equal(t, 1, res[0]+res[1], "replayed counts %v", res)
 	job := ds[1].WaitStatus(id, "completed", 10*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	require.Never(t, func() bool { return hook.Count() != 2 }, 300*time.Millisecond, 10*time.Millisecond,
+		"one delivery before dying, exactly one after the replay")
 	require.Equal(t, 2, hook.Count(), "one delivery before dying, exactly one after the replay")
 	require.EqualValues(t, 1, job["attempts"])
 }

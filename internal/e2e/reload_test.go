@@ -170,7 +170,8 @@ func TestReloadOnFileChangeAndSIGHUP(t *testing.T) {
 	fileReloads := reloadsBy(t, d, "file change")
 	ed.write(alias, reloadYAML(reloadQueue("orders", hookA.URL, 2), reloadQueue("invoices", hookB.URL, 2),
 		reloadQueue("refunds", hookA.URL, 1)))
-	time.Sleep(400 * time.Millisecond) // past the watcher's debounce: it must not have reacted
+	require.Never(t, func() bool { return reloadsBy(t, d, "file change") != fileReloads }, 400*time.Millisecond, 20*time.Millisecond,
+		"past the watcher's debounce: it must not have reacted")
 	require.Equal(t, 404, d.Do("POST", "/v1/queues/refunds/jobs", map[string]any{"payload": map[string]any{}}).Status)
 	d.Signal(syscall.SIGHUP)
 	require.Eventually(t, func() bool { return reloadsBy(t, d, "signal") == 1 }, 10*time.Second, 10*time.Millisecond)
@@ -186,8 +187,10 @@ func TestReloadOnFileChangeAndSIGHUP(t *testing.T) {
 		"orders and refunds deliveries must go to webhook A after SIGHUP")
 
 	// 5. An invalid file on SIGHUP is rejected the same way.
+	fileRejections := len(rejectionsBy(t, d, "file change"))
 	ed.write(alias, reloadYAML("  orders:\n    webhookUrl: ftp://nowhere\n    signingSecret: whsec_test\n"))
-	time.Sleep(400 * time.Millisecond)
+	require.Never(t, func() bool { return len(rejectionsBy(t, d, "file change")) != fileRejections }, 400*time.Millisecond,
+		20*time.Millisecond, "past the watcher's debounce: it must not have reacted")
 	d.Signal(syscall.SIGHUP)
 	require.Eventually(t, func() bool { return len(rejectionsBy(t, d, "signal")) == 1 }, 10*time.Second, 10*time.Millisecond)
 	require.Contains(t, rejectionsBy(t, d, "signal")[0]["error"], "queues.orders.webhookUrl")
