@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -54,11 +55,19 @@ type apiQueues struct {
 
 // servedDef is one API queue: its definition and, when ok, the Queue it
 // resolves to (a definition that does not validate with the file's
-// defaults is not served, ok false).
+// defaults is not served, ok false). Neither is modified once made: the
+// dispatcher holds the same q (Dispatcher.UpdateQueues), so a change makes
+// a new servedDef.
 type servedDef struct {
 	def *store.QueueDef
-	q   config.Queue
+	q   *config.Queue
 	ok  bool
+}
+
+// newServed resolves def against defaults.
+func (d *Daemon) newServed(def *store.QueueDef, defaults config.QueueSettings) *servedDef {
+	q, ok := d.resolveDef(def, defaults)
+	return &servedDef{def: def, q: &q, ok: ok}
 }
 
 // OnQueueDeleted registers f to be called, on the daemon that served the
@@ -80,7 +89,7 @@ func (d *Daemon) lookupQueue(name string) (config.Queue, bool) {
 	var q config.Queue
 	ok := s != nil && s.ok
 	if ok {
-		q = s.q
+		q = *s.q
 	}
 	d.api.mu.RUnlock()
 	if ok {
@@ -109,7 +118,7 @@ func (d *Daemon) queueMap() map[string]config.Queue {
 		maps.Copy(m, file.Queues)
 		for name, s := range d.api.served {
 			if s.ok {
-				m[name] = s.q
+				m[name] = *s.q
 			}
 		}
 		d.api.snap = m
@@ -143,7 +152,7 @@ func (d *Daemon) applyDefs(changed map[string]*store.QueueDef, removed []string)
 		d.api.served = map[string]*servedDef{}
 	}
 	file := d.file.Load()
-	disp := make(map[string]config.Queue, len(changed)+len(removed))
+	disp := make(map[string]*config.Queue, len(changed)+len(removed))
 	var gone []string
 	// serve decides what the dispatcher runs for name: the API queue if
 	// it validates, else the file's queue of that name, else nothing.
@@ -155,14 +164,14 @@ func (d *Daemon) applyDefs(changed map[string]*store.QueueDef, removed []string)
 			}
 			disp[name] = s.q
 		case filed:
-			disp[name] = file.Queues[name]
+			fq := file.Queues[name]
+			disp[name] = &fq
 		default:
 			gone = append(gone, name)
 		}
 	}
 	for name, def := range changed {
-		s := &servedDef{def: def}
-		s.q, s.ok = d.resolveDef(def, file.Defaults)
+		s := d.newServed(def, file.Defaults)
 		d.api.served[name] = s
 		serve(name, s)
 	}
@@ -202,15 +211,19 @@ func (d *Daemon) rebuild() {
 	if eff == nil {
 		eff = map[string]config.Queue{}
 	}
-	for name, s := range d.api.served {
-		s.q, s.ok = d.resolveDef(s.def, file.Defaults)
+	for name, old := range d.api.served {
+		s := d.newServed(old.def, file.Defaults)
+		if s.ok == old.ok && (!s.ok || reflect.DeepEqual(*s.q, *old.q)) {
+			s = old // unchanged: the dispatcher keeps sharing old.q
+		}
+		d.api.served[name] = s
 		if !s.ok {
 			continue
 		}
 		if _, clash := file.Queues[name]; clash {
 			d.clashLocked(name)
 		}
-		eff[name] = s.q
+		eff[name] = *s.q
 	}
 	d.api.snap = nil
 	var added []string

@@ -191,7 +191,7 @@ func (d *Dispatcher) SetQueues(queues map[string]config.Queue) {
 		if e, ok := d.queues[name]; ok && reflect.DeepEqual(*e.q, q) {
 			continue
 		}
-		d.putLocked(name, q)
+		d.putLocked(name, &q)
 	}
 	for name := range d.queues {
 		if _, ok := queues[name]; !ok {
@@ -203,8 +203,10 @@ func (d *Dispatcher) SetQueues(queues map[string]config.Queue) {
 // UpdateQueues is SetQueues for a few queues among many (queues created
 // over the API, package queuesync): it puts the queues in changed and
 // removes those named in removed, leaving every other queue alone, in time
-// proportional to the change.
-func (d *Dispatcher) UpdateQueues(changed map[string]config.Queue, removed []string) {
+// proportional to the change. The dispatcher keeps the pointers it is
+// given, so a caller that holds the same settings shares one copy with it
+// (10,000 queues' worth of memory); it must never modify them afterwards.
+func (d *Dispatcher) UpdateQueues(changed map[string]*config.Queue, removed []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for name, q := range changed {
@@ -218,13 +220,13 @@ func (d *Dispatcher) UpdateQueues(changed map[string]config.Queue, removed []str
 // putLocked gives queue name the settings q: a running pump takes them at
 // its next claim and claims now; a retired or new queue is checked (its
 // limits may let a job waiting for a slot go now). d.mu is held.
-func (d *Dispatcher) putLocked(name string, q config.Queue) {
+func (d *Dispatcher) putLocked(name string, q *config.Queue) {
 	e, ok := d.queues[name]
 	if !ok {
 		e = &queueEntry{name: name, index: -1}
 		d.queues[name] = e
 	}
-	e.q = &q
+	e.q = q
 	if p := e.pump; p != nil {
 		p.q.Store(e.q)
 		p.wake()
