@@ -62,7 +62,7 @@ func TestListDeadPage(t *testing.T) {
 		`"idempotencyKey":null,"payload":{"b":1,"a":2},"scheduledFor":"2026-01-02T03:04:05.678Z",`+
 		`"expiresAt":"2026-01-03T03:04:05.678Z","lastError":"webhook responded 500","deadReason":"max_attempts_exhausted",`+
 		`"history":[{"attempt":5,"status":"failed","error":"webhook responded 500","webhookStatusCode":500,"timestamp":"2026-01-02T03:05:05.678Z"}],`+
-		`"createdAt":"2026-01-02T03:04:05.678Z","completedAt":"2026-01-02T03:05:05.678Z","priority":0,"replaceKey":null}`,
+		`"createdAt":"2026-01-02T03:04:05.678Z","completedAt":"2026-01-02T03:05:05.678Z","priority":0,"replaceKey":null,"flowKey":null}`,
 		string(got.Jobs[0]))
 	require.Contains(t, string(got.Jobs[1]), `"id":"`+id1+`"`)
 
@@ -225,9 +225,9 @@ func TestPause(t *testing.T) {
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 	want := `{"name":"emails","mode":"standard","webhookUrl":"https://hooks.example.com/emails","concurrency":10,` +
 		`"rateLimitMax":100,"rateLimitWindow":1.5,"maxAttempts":5,"maxDefers":20,` +
-		`"counts":{"pending":3,"processing":0,"awaitingAck":0,"dead":0},` +
+		`"counts":{"pending":3,"processing":0,"awaitingAck":0,"dead":0,"heldKeys":0},` +
 		`"hold":{"state":"paused","until":null,"probeJobId":null,"reason":"deploying the worker"},` +
-		`"source":"file","signingSecretHint":"cret"}` + "\n"
+		`"source":"file","signingSecretHint":"cret","flowKeys":{"concurrency":0,"rateLimitMax":0,"rateLimitWindow":0,"holdScope":"key"}}` + "\n"
 	require.Equal(t, want, w.Body.String())
 	require.Equal(t, []adminCall{{Method: "Pause", Queue: "emails", Reason: "deploying the worker"}}, h.backend.adminCalls())
 	require.Empty(t, h.waker.calls(), "a pause starts nothing")

@@ -111,12 +111,14 @@ func (v *validator) callback(kind store.CallbackKind, fields map[string]json.Raw
 		if f, ok := v.number(fields, "retryAfter", true, 0, maxRetryAfterSeconds); ok {
 			cb.RetryAfter = seconds(f)
 		}
-		cb.Scope = store.ScopeQueue
+		// No scope: the script decides (keys.md §3): the job's lane when it
+		// has a flow key and the queue holds lanes, else the queue.
+		cb.Scope = store.ScopeDefault
 		if raw, ok := given(fields, "scope"); ok {
 			var sc string
 			if kindOf(raw) != kindString || json.Unmarshal(raw, &sc) != nil {
 				v.fieldError("scope", typeMessage(kindString, raw))
-			} else if sc := store.Scope(sc); sc == store.ScopeQueue || sc == store.ScopeJob {
+			} else if sc := store.Scope(sc); sc == store.ScopeQueue || sc == store.ScopeJob || sc == store.ScopeKey {
 				cb.Scope = sc
 			} else {
 				v.fieldError("scope", fmt.Sprintf("Invalid enum value. Expected 'queue' | 'job', received '%s'", sc))

@@ -37,8 +37,12 @@ func TestCallbacksHappyPath(t *testing.T) {
 			store.Callback{Kind: store.CallbackNack, Retryable: false, Reason: "bad input", Attempt: 1}},
 		{"nack reason at limit", req{method: http.MethodPost, path: "nack", body: `{"reason":"` + strings.Repeat("é", 500) + `"}`},
 			store.Callback{Kind: store.CallbackNack, Retryable: true, Reason: strings.Repeat("é", 500)}},
+		// No scope: the script resolves it (keys.md §3): the queue for a job
+		// without a flow key, as before keys, the lane for a keyed one.
 		{"defer minimal", req{method: http.MethodPost, path: "defer", body: `{"retryAfter":0}`},
-			store.Callback{Kind: store.CallbackDefer, Scope: store.ScopeQueue}},
+			store.Callback{Kind: store.CallbackDefer, Scope: store.ScopeDefault}},
+		{"defer scope key", req{method: http.MethodPost, path: "defer", body: `{"retryAfter":2,"scope":"key"}`},
+			store.Callback{Kind: store.CallbackDefer, RetryAfter: 2 * time.Second, Scope: store.ScopeKey}},
 		{"defer full", req{method: http.MethodPost, path: "defer", body: `{"retryAfter":1.5,"scope":"job","reason":"busy","attempt":4}`},
 			store.Callback{Kind: store.CallbackDefer, RetryAfter: 1500 * time.Millisecond, Scope: store.ScopeJob, Reason: "busy", Attempt: 4}},
 		{"defer scope queue", req{method: http.MethodPost, path: "defer", body: `{"retryAfter":86400000,"scope":"queue"}`},

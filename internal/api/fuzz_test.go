@@ -213,7 +213,8 @@ func FuzzCallbackBody(f *testing.F) {
 				utf8.RuneCountInString(cb.Reason) > maxReasonLen {
 				t.Fatalf("accepted a malformed callback: %+v", cb)
 			}
-			if kind == "defer" && cb.Scope != store.ScopeQueue && cb.Scope != store.ScopeJob {
+			if kind == "defer" && cb.Scope != store.ScopeQueue && cb.Scope != store.ScopeJob &&
+				cb.Scope != store.ScopeKey && cb.Scope != store.ScopeDefault {
 				t.Fatalf("accepted defer scope %q", cb.Scope)
 			}
 		}

@@ -227,7 +227,7 @@ func appendJSONString(b []byte, s string) []byte {
 // newJob validates one job's members (payload, idempotencyKey, delay and
 // simpleqd's priority). The payload is kept as the exact bytes sent.
 func (v *validator) newJob(fields map[string]json.RawMessage) store.NewJob {
-	v.onlyFields(fields, "payload", "idempotencyKey", "delay", "priority", "replaceKey")
+	v.onlyFields(fields, "payload", "idempotencyKey", "delay", "priority", "replaceKey", "flowKey")
 	var job store.NewJob
 	raw, present := fields["payload"]
 	switch {
@@ -250,6 +250,18 @@ func (v *validator) newJob(fields map[string]json.RawMessage) store.NewJob {
 	}
 	if p, ok := v.optionalInt(fields, "priority", 0, maxPriority); ok {
 		job.Priority = p
+	}
+	// keys.md §1: the job's lane inside the queue.
+	if raw, ok := given(fields, "flowKey"); ok {
+		var k string
+		switch {
+		case kindOf(raw) != kindString || json.Unmarshal(raw, &k) != nil:
+			v.fieldError("flowKey", typeMessage(kindString, raw))
+		case !validFlowKey(k):
+			v.fieldError("flowKey", "A flow key is 1-255 bytes of UTF-8 without control characters")
+		default:
+			job.FlowKey = k
+		}
 	}
 	return job
 }
@@ -355,6 +367,9 @@ type jobJSON struct {
 	// ReplaceKey is simpleqd's (control.md §3), always present: null when
 	// the publish gave none.
 	ReplaceKey *string `json:"replaceKey"`
+	// FlowKey is simpleqd's (keys.md §1), always present: null for the
+	// default lane.
+	FlowKey *string `json:"flowKey"`
 }
 
 // attemptJSON is one history entry; probe, acked, retryAfter, scope and
@@ -415,5 +430,6 @@ func jobView(j *store.Job) jobJSON {
 		ScheduleID:     j.ScheduleID,
 		Priority:       j.Priority,
 		ReplaceKey:     j.ReplaceKey,
+		FlowKey:        j.FlowKey,
 	}
 }

@@ -456,7 +456,7 @@ func TestGetJob(t *testing.T) {
 		`{"attempt":2,"status":"deferred","error":null,"webhookStatusCode":503,"timestamp":"2026-01-02T03:04:07.678Z","retryAfter":30.5,"scope":"queue","reason":"rate limited"},` +
 		`{"attempt":3,"status":"failed","error":"HTTP 502","webhookStatusCode":null,"timestamp":"2026-01-02T03:04:08.678Z","probe":true},` +
 		`{"attempt":3,"status":"success","error":null,"webhookStatusCode":null,"timestamp":"2026-01-02T03:04:09.678Z","acked":true}` +
-		`],"createdAt":"2026-01-02T03:04:05.678Z","completedAt":"2026-01-02T03:07:05.678Z","priority":0,"replaceKey":null}` + "\n"
+		`],"createdAt":"2026-01-02T03:04:05.678Z","completedAt":"2026-01-02T03:07:05.678Z","priority":0,"replaceKey":null,"flowKey":null}` + "\n"
 	require.Equal(t, want, w.Body.String(), "exact bytes: field order, nulls, payload verbatim")
 }
 

@@ -135,6 +135,10 @@ type statsCountsJSON struct {
 	Holds       int64               `json:"holds"`
 	Dead        int64               `json:"dead"`
 	HeldSeconds float64             `json:"heldSeconds"`
+	// LaneHolds and LaneProbes count the queue's lanes' holds and probes
+	// (flow keys, keys.md §3); holds and probes are the queue's own.
+	LaneHolds  int64 `json:"laneHolds"`
+	LaneProbes int64 `json:"laneProbes"`
 }
 
 // statsDeliveriesJSON counts deliveries by outcome.
@@ -175,6 +179,7 @@ func countsView(c store.StatsCounters, heldMS int64) statsCountsJSON {
 		Deliveries: statsDeliveriesJSON{Success: c.Success, Failed: c.Failed, Lost: c.Lost, Deferred: c.Deferred},
 		HTTP429:    c.HTTP429, Started: c.Started, Probes: c.Probes, Holds: c.Holds, Dead: c.Dead,
 		HeldSeconds: float64(heldMS) / 1000,
+		LaneHolds:   c.LaneHolds, LaneProbes: c.LaneProbes,
 	}
 }
 

@@ -99,8 +99,8 @@ func TestStatsAnswers(t *testing.T) {
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 	require.JSONEq(t, `{"queue":"emails","resolution":60,"retention":86400,
 		"now":"2026-01-02T03:04:05.678Z","since":"2026-01-02T03:04:00.000Z","until":"2026-01-02T03:05:00.000Z",
-		"totals":{"deliveries":{"success":4,"failed":0,"lost":0,"deferred":2},"http429":1,"started":6,"probes":0,"holds":1,"dead":0,"heldSeconds":1.5},
-		"buckets":[{"start":"2026-01-02T03:04:00.000Z","deliveries":{"success":4,"failed":0,"lost":0,"deferred":2},"http429":1,"started":6,"probes":0,"holds":1,"dead":0,"heldSeconds":1.5}],
+		"totals":{"deliveries":{"success":4,"failed":0,"lost":0,"deferred":2},"http429":1,"started":6,"probes":0,"holds":1,"dead":0,"heldSeconds":1.5,"laneHolds":0,"laneProbes":0},
+		"buckets":[{"start":"2026-01-02T03:04:00.000Z","deliveries":{"success":4,"failed":0,"lost":0,"deferred":2},"http429":1,"started":6,"probes":0,"holds":1,"dead":0,"heldSeconds":1.5,"laneHolds":0,"laneProbes":0}],
 		"holds":[{"from":"2026-01-02T03:04:05.678Z","until":"2026-01-02T03:04:07.178Z"}]}`, w.Body.String())
 
 	for path, field := range map[string]string{

@@ -65,6 +65,17 @@ type queueJSON struct {
 	// secret (null for a secret too short to hint at); the secret itself
 	// is never part of any answer.
 	SigningSecretHint *string `json:"signingSecretHint"`
+	// FlowKeys are the queue's per-lane settings (keys.md §2).
+	FlowKeys flowKeysJSON `json:"flowKeys"`
+}
+
+// flowKeysJSON is a queue's flowKeys section; rateLimitWindow in seconds,
+// as the queue's own.
+type flowKeysJSON struct {
+	Concurrency     int     `json:"concurrency"`
+	RateLimitMax    int     `json:"rateLimitMax"`
+	RateLimitWindow float64 `json:"rateLimitWindow"`
+	HoldScope       string  `json:"holdScope"`
 }
 
 type countsJSON struct {
@@ -72,6 +83,8 @@ type countsJSON struct {
 	Processing  int64 `json:"processing"`
 	AwaitingAck int64 `json:"awaitingAck"`
 	Dead        int64 `json:"dead"`
+	// HeldKeys is simpleqd's: the lanes (flow keys) held or probing.
+	HeldKeys int64 `json:"heldKeys"`
 }
 
 type holdJSON struct {
@@ -115,7 +128,10 @@ func renderQueue(name string, q config.Queue, st store.QueueStatus) queueJSON {
 			Processing:  st.Counts.Processing,
 			AwaitingAck: st.Counts.AwaitingAck,
 			Dead:        st.Counts.Dead,
+			HeldKeys:    st.Counts.HeldKeys,
 		},
+		FlowKeys: flowKeysJSON{Concurrency: q.FlowKeys.Concurrency, RateLimitMax: q.FlowKeys.RateLimitMax,
+			RateLimitWindow: q.FlowKeys.RateLimitWindow.Seconds(), HoldScope: holdScopeOf(q)},
 		Hold: holdJSON{
 			State:      state,
 			Until:      formatTimePtr(st.Hold.Until),
@@ -202,4 +218,13 @@ func (s *Server) handleListQueues(w http.ResponseWriter, r *http.Request) {
 	s.respond(w, r, http.StatusOK, struct {
 		Queues []queueJSON `json:"queues"`
 	}{out})
+}
+
+// holdScopeOf is the queue's flowKeys.holdScope, "key" when a queue built
+// in code left it empty (as the store reads it).
+func holdScopeOf(q config.Queue) string {
+	if q.FlowKeys.HoldScope == "" {
+		return "key"
+	}
+	return q.FlowKeys.HoldScope
 }

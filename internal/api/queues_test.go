@@ -32,9 +32,9 @@ func TestGetQueue(t *testing.T) {
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 	want := `{"name":"emails","mode":"standard","webhookUrl":"https://hooks.example.com/emails","concurrency":10,` +
 		`"rateLimitMax":100,"rateLimitWindow":1.5,"maxAttempts":5,"maxDefers":20,` +
-		`"counts":{"pending":4,"processing":3,"awaitingAck":2,"dead":1},` +
+		`"counts":{"pending":4,"processing":3,"awaitingAck":2,"dead":1,"heldKeys":0},` +
 		`"hold":{"state":"held","until":"2026-01-02T03:04:35.678Z","probeJobId":"` + probe + `","reason":"webhook answered 429"},` +
-		`"source":"file","signingSecretHint":"cret"}` + "\n"
+		`"source":"file","signingSecretHint":"cret","flowKeys":{"concurrency":0,"rateLimitMax":0,"rateLimitWindow":0,"holdScope":"key"}}` + "\n"
 	require.Equal(t, want, w.Body.String())
 	require.NotContains(t, w.Body.String(), "whsec")
 }
@@ -55,7 +55,7 @@ func TestListQueues(t *testing.T) {
 	require.Equal(t, float64(60), got.Queues[1]["rateLimitWindow"])
 	require.Equal(t, "https://user:xxxxx@hooks.example.com/tasks", got.Queues[1]["webhookUrl"], "password redacted")
 	require.Equal(t, map[string]any{"state": "open", "until": nil, "probeJobId": nil, "reason": nil}, got.Queues[1]["hold"])
-	require.Equal(t, map[string]any{"pending": 0.0, "processing": 0.0, "awaitingAck": 0.0, "dead": 0.0}, got.Queues[1]["counts"])
+	require.Equal(t, map[string]any{"pending": 0.0, "processing": 0.0, "awaitingAck": 0.0, "dead": 0.0, "heldKeys": 0.0}, got.Queues[1]["counts"])
 }
 
 func TestListQueuesEmptyAndReload(t *testing.T) {

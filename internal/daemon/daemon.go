@@ -589,6 +589,8 @@ func (b backend) Callback(ctx context.Context, q config.Queue, cb store.Callback
 		msg := "backpressure: queue held (defer callback)"
 		if cb.Scope == store.ScopeJob {
 			msg = "backpressure: job deferred (defer callback, scope job)"
+		} else if !res.LaneUntil.IsZero() {
+			msg = "backpressure: lane held (defer callback, scope key)"
 		}
 		// res.Detail is this defer's release time in ms on Redis' clock; the
 		// queue holds until the latest release any defer asked for.

@@ -230,7 +230,7 @@ func TestAdminWiring(t *testing.T) {
 		"nothing is delivered while paused")
 	code, body = call(t, http.MethodGet, base+"/v1/queues/emails", "")
 	require.Equal(t, http.StatusOK, code, body)
-	require.Contains(t, body, `"counts":{"pending":1,"processing":0,"awaitingAck":0,"dead":2}`)
+	require.Contains(t, body, `"counts":{"pending":1,"processing":0,"awaitingAck":0,"dead":2,"heldKeys":0}`)
 
 	code, body = call(t, http.MethodPost, base+"/v1/queues/emails/resume", "")
 	require.Equal(t, http.StatusOK, code, body)
@@ -240,7 +240,7 @@ func TestAdminWiring(t *testing.T) {
 	require.JSONEq(t, `{"replayed":2}`, body)
 	require.Eventually(t, func() bool {
 		_, body := call(t, http.MethodGet, base+"/v1/queues/emails", "")
-		return strings.Contains(body, `"counts":{"pending":0,"processing":0,"awaitingAck":0,"dead":0}`)
+		return strings.Contains(body, `"counts":{"pending":0,"processing":0,"awaitingAck":0,"dead":0,"heldKeys":0}`)
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool {
 		return strings.Contains(scrape(t, base), `simpleqd_deliveries_total{outcome="success",queue="emails"} 3`)

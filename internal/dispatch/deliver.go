@@ -299,6 +299,11 @@ func (d *Deliverer) deliver(ctx context.Context, q config.Queue, j store.Claimed
 	req.Header.Set("X-Simpleq-Job-Id", j.ID)
 	req.Header.Set("X-Simpleq-Attempt", strconv.Itoa(j.Attempt))
 	req.Header.Set("X-Simpleq-Queue", q.Name)
+	if j.FlowKey != "" {
+		// keys.md §1: the job's lane, so a worker knows whose downstream
+		// (which tenant's API key) to call; the envelope stays SimpleQ's.
+		req.Header.Set("X-Simpleq-Flow-Key", j.FlowKey)
+	}
 	if d.tracer != nil {
 		sp = d.startSpan(q, j)
 	}

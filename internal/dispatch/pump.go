@@ -76,6 +76,9 @@ type settleItem struct {
 	out     store.Outcome
 	started time.Time
 	probe   bool
+	// flowKey is the job's lane ("" for none), for the outcome's log line.
+	flowKey   string
+	laneProbe bool
 	// span is the delivery's span, ended once the outcome is recorded
 	// (nil while tracing is off).
 	span *span
@@ -363,7 +366,7 @@ func (p *pump) deliverLoop(next delivery) {
 	for {
 		began := time.Now()
 		out, sp := p.d.opts.Deliverer.deliver(p.d.workCtx, next.q, next.j)
-		p.settleCh <- settleItem{out: out, started: began, probe: next.j.Probe, span: sp}
+		p.settleCh <- settleItem{out: out, started: began, probe: next.j.Probe, flowKey: next.j.FlowKey, laneProbe: next.j.LaneProbe, span: sp}
 		idle.Reset(deliveryIdle)
 		select {
 		case next = <-p.handoff:
@@ -562,6 +565,9 @@ func (p *pump) report(log *zap.Logger, it settleItem, s store.Settled) {
 		return
 	}
 	fields := []zap.Field{zap.String("job", o.ID), zap.String("outcome", string(o.Kind)), zap.String("result", s.Word)}
+	if it.flowKey != "" {
+		fields = append(fields, zap.String("flowKey", it.flowKey), zap.Bool("laneProbe", it.laneProbe))
+	}
 	if o.StatusCode > 0 {
 		fields = append(fields, zap.Int("status", o.StatusCode))
 	}
@@ -569,6 +575,10 @@ func (p *pump) report(log *zap.Logger, it settleItem, s store.Settled) {
 	case "DEAD":
 		log.Info("job dead-lettered", append(fields, zap.String("reason", s.Detail), zap.String("error", o.Error))...)
 	case "DEFERRED":
+		if !s.LaneUntil.IsZero() {
+			log.Info("backpressure: lane held", append(fields, zap.Duration("retryAfter", o.RetryAfter), ReleaseField(s.Detail), zap.Bool("probe", it.probe))...)
+			break
+		}
 		log.Info("backpressure: queue held", append(fields, zap.Duration("retryAfter", o.RetryAfter), ReleaseField(s.Detail), zap.Bool("probe", it.probe))...)
 	case "REOPENED":
 		log.Info("probe succeeded: queue reopened", fields...)

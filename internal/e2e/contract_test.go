@@ -312,12 +312,12 @@ var (
 	ctPublished = ctShape{required: []string{"id", "status", "createdAt"}}
 	ctJob       = ctShape{required: []string{"id", "queue", "status", "attempts", "maxAttempts", "deferCount",
 		"idempotencyKey", "payload", "scheduledFor", "expiresAt", "lastError", "deadReason", "history",
-		"createdAt", "completedAt"}, optional: []string{"scheduleId", "priority", "replaceKey"}}
+		"createdAt", "completedAt"}, optional: []string{"scheduleId", "priority", "replaceKey", "flowKey"}}
 	ctAttempt  = ctShape{required: []string{"attempt", "status", "error", "webhookStatusCode", "timestamp"}, optional: []string{"probe", "acked", "retryAfter", "scope", "reason"}}
 	ctAccepted = ctShape{required: []string{"id", "accepted"}}
 	ctQueue    = ctShape{required: []string{"name", "mode", "webhookUrl", "concurrency", "rateLimitMax",
-		"rateLimitWindow", "maxAttempts", "maxDefers", "counts", "hold"}, optional: []string{"source", "signingSecretHint"}}
-	ctCounts   = ctShape{required: []string{"pending", "processing", "awaitingAck", "dead"}}
+		"rateLimitWindow", "maxAttempts", "maxDefers", "counts", "hold"}, optional: []string{"source", "signingSecretHint", "flowKeys"}}
+	ctCounts   = ctShape{required: []string{"pending", "processing", "awaitingAck", "dead"}, optional: []string{"heldKeys"}}
 	ctHold     = ctShape{required: []string{"state", "until", "probeJobId", "reason"}}
 	ctError    = ctShape{required: []string{"error"}}
 	ctInvalid  = ctShape{required: []string{"formErrors", "fieldErrors"}}

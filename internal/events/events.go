@@ -251,7 +251,7 @@ func (l *Log) Settled(queue string, o store.Outcome, s store.Settled, _ time.Dur
 	}
 	l.recordLocked(queue, d)
 	// A settled "defer" outcome is always queue scope (settle.lua).
-	l.derivedLocked(queue, base, s, o.Kind == store.OutcomeDefer, o.RetryAfter, o.Reason)
+	l.derivedLocked(queue, base, s, o.Kind == store.OutcomeDefer && s.LaneUntil.IsZero(), o.RetryAfter, o.Reason)
 	if !s.BreakerUntil.IsZero() {
 		// The failure tripped the breaker (or, past it, held the queue again).
 		h := base
@@ -300,7 +300,7 @@ func (l *Log) Callback(queue string, cb store.Callback, s store.Settled) {
 		e.Until = msTime(s.Detail)
 	}
 	l.recordLocked(queue, e)
-	queueDefer := cb.Kind == store.CallbackDefer && cb.Scope != store.ScopeJob
+	queueDefer := cb.Kind == store.CallbackDefer && cb.Scope != store.ScopeJob && s.LaneUntil.IsZero()
 	l.derivedLocked(queue, base, s, queueDefer, cb.RetryAfter, cb.Reason)
 }
 

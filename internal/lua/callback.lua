@@ -4,8 +4,8 @@
 -- the daemon has read the webhook's 2xx (the daemon's later "delivered" settle
 -- then finds its token gone and is ignored).
 --
--- KEYS: the queue keys of lib.lua, then KEYS[12] the queue's statistics
--- (lib.lua stats_flush; lib.lua names KEYS[12] K_CALL, which this script
+-- KEYS: the queue keys of lib.lua, then KEYS[KX + 1] the queue's statistics
+-- (lib.lua stats_flush; lib.lua names KEYS[KX + 1] K_CALL, which this script
 -- never uses).
 -- ARGV[1..19]: queue parameters (lib.lua).
 -- ARGV[20..26]: id, kind ("ack"|"nack"|"defer"), attempt ("" when not given),
@@ -49,6 +49,9 @@ else
   return redis.error_reply('callback: unknown kind ' .. tostring(kind))
 end
 local counts = {}
-stats_outcome(counts, now, kind, code, word, now + (retry_after or 0), scope == 'queue')
-stats_flush(KEYS[12], now, counts)
-return { word, detail, '' }
+stats_outcome(counts, now, kind, code, word, now + (retry_after or 0), deferred_scope == 'queue')
+LANE.flush(now)
+stats_flush(KEYS[KX + 1], now, counts)
+local hold = ''
+if deferred_scope == 'key' then hold = fmt('key|%d', deferred_release) end
+return { word, detail, hold }

@@ -3,8 +3,8 @@
 -- rate-limit window. Runs bounded housekeeping (lib.lua maintain) first.
 --
 -- KEYS: the queue keys of lib.lua.
--- KEYS[12]: the call log of this token prefix (lib.lua K_CALL).
--- KEYS[13]: the queue's statistics (lib.lua stats_flush).
+-- KEYS[KX + 1] (18): the call log of this token prefix (lib.lua K_CALL).
+-- KEYS[KX + 2] (19): the queue's statistics (lib.lua stats_flush).
 -- ARGV[1..19]: queue parameters (lib.lua).
 -- ARGV[20]: max, the most jobs this caller can take now (its free local slots).
 --           0: housekeeping only (a caller whose slots are all busy); the
@@ -35,5 +35,5 @@ local r = claim_jobs(now, tonumber(ARGV[ARG0 + 1]), ARGV[ARG0 + 2])
 if r[1] == 'CLAIMED' then call_record({}, r) end
 local counts = {}
 stats_claim(counts, r)
-stats_flush(KEYS[13], now, counts)
+stats_flush(KEYS[KX + 2], now, counts)
 return r

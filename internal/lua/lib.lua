@@ -34,13 +34,32 @@
 --                              lease (st f, t, o, pr). The token is
 --                              "<call prefix>|<i>|<order score>[|p]": the order
 --                              and probe flag travel in it.
---   K_CALL      KEYS[12] STRING (claim and settle only) what the call with
+-- Flow keys (keys.md; lanes.lua has the lane machine). Keyed waiting jobs
+-- live in K_LWAIT, not K_WAITING, which holds the default lane (jobs with
+-- no flowKey) alone, so a queue whose publishers never send a key claims
+-- exactly as before keys existed:
+--   K_LWAIT     KEYS[12] ZSET  (all scores 0) keyed waiting jobs, member
+--                              fk \0 level due13 \0 id: lexicographic order
+--                              is lane, then priority (level '0' is 9), then
+--                              due time, so a lane's next job is one
+--                              ZRANGEBYLEX, O(log n), whatever the lanes.
+--   K_LANES     KEYS[13] HASH  fk -> the lane's packed state (lanes.lua); a
+--                              lane with no jobs, no override and no hold
+--                              has no field.
+--   K_LREADY    KEYS[14] ZSET  fk -> virtual pass: lanes that can start now.
+--   K_LTIMED    KEYS[15] ZSET  fk -> ms: lanes waiting for a time (a due job,
+--                              a hold's release, a rate-window slot).
+--   K_LHELD     KEYS[16] ZSET  fk -> hold release ms: held or probing lanes.
+--   K_LSTARTS   KEYS[17] ZSET  (scores 0) fk \0 start13 \0 id: each lane's
+--                              sliding rate-limit window (flowKeys.rateLimitMax).
+-- Scripts' own keys start at KEYS[KX + 1]:
+--   K_CALL      KEYS[18] STRING (claim and settle only) what the call with
 --                              this token prefix did, kept 30 s: a call that
 --                              Redis ran but whose reply was lost (a stall past
 --                              the client's read timeout) is answered from it
 --                              when sent again, so no lease belongs to nobody.
 --
--- Queue parameters, ARGV[1..19], identical for every script (package store builds them):
+-- Queue parameters, ARGV[1..23], identical for every script (package store builds them):
 --   1 mode ("standard"|"ack")   2 concurrency   3 rateLimitMax   4 rateLimitWindow ms
 --   5 maxAttempts   6 maxDefers   7 delivery lease ms   8 ackTimeout ms
 --   9 ackTimeoutAction ("retry"|"dead")   10 backoff type ("exponential"|"fixed")
@@ -48,7 +67,9 @@
 --   15 retention ms   16 random in [0,1) from Go (Lua's math.random is deterministic)
 --   17 maintenance batch: max items reaped/expired/purged per call
 --   18 breaker failures (0: off)   19 breaker holdFor ms
--- Script-specific arguments start at ARGV[20] (ARG0 + 1).
+--   20 flowKeys.concurrency   21 flowKeys.rateLimitMax   22 flowKeys.rateLimitWindow ms
+--   23 flowKeys.holdScope ("key"|"queue")
+-- Script-specific arguments start at ARGV[24] (ARG0 + 1).
 --
 -- Job meta fields (short names keep memory per waiting job small):
 --   c createdAt ms, s first scheduled delivery ms, x lifetime end ms, st state,
@@ -63,6 +84,8 @@
 --   sid the id of the schedule that published the job (schedule.lua), only
 --   when it did. rk its replace key (control.md §3), only when given. pri its priority 1..9 (control.md §2; absent: 0), right
 --   after tp and ts; it also shapes the job's K_WAITING score (wait_score).
+--   fk its flow key (keys.md), right after st, only when it has one; wd
+--   the due time of its K_LWAIT member while it waits, when that is not s.
 -- Layout rules the fast paths rely on: every record starts with
 --   {"c":..,"s":..,"x":..,"st":".." (claim.lua matches it without decoding),
 --   and tp and ts come right after st (package store finds tp with one
@@ -73,7 +96,14 @@
 
 local K_WAITING, K_INFLIGHT, K_JOBS, K_HIST, K_STATE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_LIFETIMES, K_DEAD, K_PURGE, K_IDEM, K_STARTS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local K_LEASES, K_CALL = KEYS[11], KEYS[12]
+local K_LEASES = KEYS[11]
+local K_LWAIT, K_LANES, K_LREADY, K_LTIMED, K_LHELD, K_LSTARTS = KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17]
+local KX = 17
+local K_CALL = KEYS[KX + 1]
+-- The lane machine's entry points (lanes.lua fills them in): lib.lua's
+-- transitions call them for keyed jobs only, so a job without a flow key
+-- pays one nil test.
+local LANE = {}
 
 -- A placeholder member of K_INFLIGHT (score +inf) and field of K_LEASES
 -- (value ""), present from a queue's first claim on. Redis stores a sorted
@@ -107,8 +137,12 @@ local P = {
   batch = tonumber(ARGV[17]),
   breaker_failures = tonumber(ARGV[18]) or 0,
   breaker_hold = tonumber(ARGV[19]) or 0,
+  fk_conc = tonumber(ARGV[20]) or 0,
+  fk_rmax = tonumber(ARGV[21]) or 0,
+  fk_rwin = tonumber(ARGV[22]) or 1000,
+  hold_scope = ARGV[23] or 'key',
 }
-local ARG0 = 19
+local ARG0 = 23
 
 -- Redis' clock, in whole milliseconds: the one clock every daemon agrees on.
 local function now_ms()
@@ -157,6 +191,7 @@ end
 -- through cjson.encode for its escaping.
 local function encode_meta(m)
   local p = { fmt('{"c":%d,"s":%d,"x":%d,"st":"%s"', m.c, m.s, m.x, m.st) }
+  if m.fk then p[#p + 1] = ',"fk":' .. cjson.encode(m.fk) end
   if m.tp then p[#p + 1] = trace_members(m.tp, m.ts) end
   if m.pri then p[#p + 1] = fmt(',"pri":%d', m.pri) end
   if m.a ~= 0 then p[#p + 1] = fmt(',"a":%d', m.a) end
@@ -173,6 +208,7 @@ local function encode_meta(m)
   if m.e then p[#p + 1] = ',"e":' .. cjson.encode(m.e) end
   if m.sid then p[#p + 1] = ',"sid":' .. cjson.encode(m.sid) end -- the schedule that published it (schedule.lua)
   if m.rk then p[#p + 1] = ',"rk":' .. cjson.encode(m.rk) end -- its replace key (publish.lua, control.md §3)
+  if m.wd then p[#p + 1] = fmt(',"wd":%d', m.wd) end
   p[#p + 1] = '}'
   return table.concat(p)
 end
@@ -275,6 +311,7 @@ end
 
 -- Leaving the in-flight set: fix the awaiting-ack counter.
 local function leave_inflight(id, m)
+  if m.fk then LANE.leave(m) end
   redis.call('ZREM', K_INFLIGHT, id)
   if m.st == 'f' then redis.call('HDEL', K_LEASES, id) end
   if m.st == 'w' then redis.call('HINCRBY', K_STATE, 'n_awaiting', -1) end
@@ -346,14 +383,20 @@ local function to_waiting(id, m, payload, due)
   else
     m.st = 'r'
   end
-  save(id, m, payload)
-  redis.call('ZADD', K_WAITING, wait_score(due, m.pri), id)
+  if m.fk then
+    m.wd = due
+    save(id, m, payload)
+    LANE.wait(id, m, due)
+  else
+    save(id, m, payload)
+    redis.call('ZADD', K_WAITING, wait_score(due, m.pri), id)
+  end
   redis.call('ZADD', K_LIFETIMES, m.x, id)
 end
 
-local function entry(m, status, now)
+local function entry(m, status, now, id)
   local e = { attempt = m.a + 1, status = status, ts = now }
-  if m.pr then e.probe = true end
+  if m.pr or (m.fk and id and LANE.is_probe(m, id)) then e.probe = true end
   return e
 end
 
@@ -364,6 +407,9 @@ end
 -- backpressure neither counts nor resets. `tripped` is the release time of a
 -- breaker hold that the current outcome started or extended, for the reply.
 local tripped = nil
+-- The scope the last on_defer applied ("queue", "key" or "job"), and the
+-- lane release it asked for, for the reply's hold value (settle, callback).
+local deferred_scope, deferred_release = nil, nil
 local fails_zero = false -- this call already saw or made the count 0
 
 local function breaker_reset()
@@ -393,7 +439,7 @@ local function breaker_failure(now, err)
 end
 
 local function on_success(id, m, payload, now, status, code)
-  local e = entry(m, status, now)
+  local e = entry(m, status, now, id)
   e.code = code
   if status == 'acked' then
     -- An ack is SimpleQ's "success"; acked marks how it came.
@@ -402,6 +448,7 @@ local function on_success(id, m, payload, now, status, code)
   end
   breaker_reset()
   local probe = is_probe(id)
+  if m.fk then LANE.end_probe(m, id, true, now) end
   leave_inflight(id, m)
   m.a = m.a + 1
   m.st = 'c'
@@ -425,11 +472,12 @@ end
 -- webhook: the failure is the webhook's own answer (or its absence), which
 -- the breaker counts; lost leases, ack timeouts and nacks are not.
 local function on_failure(id, m, payload, now, status, code, err, retryable, dead_reason, webhook)
-  local e = entry(m, status, now)
+  local e = entry(m, status, now, id)
   e.code = code
   if err ~= '' then e.error = err end
   if webhook then breaker_failure(now, err) end
   drop_probe(id)
+  if m.fk then LANE.end_probe(m, id, false, now) end
   leave_inflight(id, m)
   m.a = m.a + 1
   if err ~= '' then m.e = err end
@@ -447,7 +495,13 @@ end
 -- A queue-scope defer holds the queue until the latest release time asked for,
 -- even when the reporting job itself dies of it.
 local function on_defer(id, m, payload, now, retry_after, scope, reason, code)
-  local e = entry(m, 'deferred', now)
+  -- keys.md §3: "" is the default scope, a keyed job's lane on a queue
+  -- whose holdScope is key, else the queue; a job without a key holds the
+  -- queue for scope key too.
+  if scope == '' then scope = (m.fk and P.hold_scope == 'key') and 'key' or 'queue' end
+  if scope == 'key' and not m.fk then scope = 'queue' end
+  deferred_scope, deferred_release = scope, now + retry_after
+  local e = entry(m, 'deferred', now, id)
   e.code = code
   e.retryAfter = retry_after / 1000
   e.scope = scope
@@ -461,15 +515,18 @@ local function on_defer(id, m, payload, now, retry_after, scope, reason, code)
     if not held or release > cur then
       redis.call('HSET', K_STATE, 'hold', '1', 'hold_until', release, 'reason', reason)
     end
+  elseif scope == 'key' then
+    LANE.defer(m, release, reason)
   end
   drop_probe(id)
+  if m.fk then LANE.end_probe(m, id, false, now) end
   local order = m.o or now
   leave_inflight(id, m)
   m.d = m.d + 1
   hist_append(id, e)
   if m.d > P.max_defers then return to_dead(id, m, payload, now, 'defer_cap_exhausted') end
   if release > m.x then return to_dead(id, m, payload, now, 'retry_after_exceeds_lifetime') end
-  if scope == 'queue' then
+  if scope == 'queue' or scope == 'key' then
     -- Wait where it was: the queue hold keeps it back, and when the hold ends
     -- it is first in line again (the probe, if nothing older is waiting).
     to_waiting(id, m, payload, order)
@@ -539,8 +596,15 @@ local function maintain(now)
     local ids = redis.call('ZRANGEBYSCORE', K_LIFETIMES, '-inf', now, 'LIMIT', 0, P.batch)
     for _, id in ipairs(ids) do
       redis.call('ZREM', K_LIFETIMES, id)
-      if redis.call('ZREM', K_WAITING, id) == 1 then
-        local m, payload = load(id)
+      local gone = redis.call('ZREM', K_WAITING, id) == 1
+      local m, payload
+      if not gone then
+        -- A keyed job waits in K_LWAIT (lanes.lua) instead.
+        m, payload = load(id)
+        gone = m and m.fk and (m.st == 'p' or m.st == 'r') and LANE.unwait(id, m)
+      end
+      if gone then
+        if not m then m, payload = load(id) end
         if m then
           if m.st == 'p' then redis.call('HINCRBY', K_STATE, 'n_pending', -1) end
           to_dead(id, m, payload, now, 'lifetime_exceeded')
@@ -639,6 +703,7 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
     if jobs then
       for _, v in ipairs(jobs) do r[#r + 1] = v end
     end
+    LANE.flush(now)
     return r
   end
 
@@ -647,7 +712,7 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
   -- slot of the caller is busy. Its own freed slot wakes it for the rest.
   if max <= 0 then return reply('BUSY') end
 
-  local st = redis.call('HMGET', K_STATE, 'paused', 'hold', 'hold_until', 'probe_job', 'lim_conc', 'lim_rmax', 'lim_rwin')
+  local st = redis.call('HMGET', K_STATE, 'paused', 'hold', 'hold_until', 'probe_job', 'lim_conc', 'lim_rmax', 'lim_rwin', 'kw')
   if st[1] == '1' then return reply('PAUSED') end
   -- Limits set over the API (queuedef.lua) are the fleet's one truth: a
   -- daemon whose copy of the queue is a moment old still claims under them.
@@ -693,28 +758,41 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
     if max > P.rate_max - used then max = P.rate_max - used end
   end
 
-  local due = redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', now, 'WITHSCORES', 'LIMIT', 0, max)
-  -- A negative first score: jobs with a priority wait (every one of them
-  -- scores below 0, so the range above starts with them): take the due
-  -- jobs level by level, highest first, then priority 0 (wait_score).
-  if due[2] and tonumber(due[2]) < 0 then due = due_by_priority(now, max) end
-  if #due == 0 then
-    local first = next_wait_due()
-    if first then earlier(first) end
-    return reply('EMPTY')
-  end
-
   local ids, scores = {}, {}
-  for i = 1, #due, 2 do
-    ids[#ids + 1] = due[i]
-    -- The token carries the due time, not the score: a release or defer
-    -- puts the job back by to_waiting, which scores it by its priority.
-    -- A score of priority 0 is its due time already (no work per job).
-    local sc = due[i + 1]
-    if string.byte(sc, 1) == 45 then sc = fmt('%d', wait_due(tonumber(sc))) end -- '-'
-    scores[#scores + 1] = sc
+  local lanes_of = nil -- keyed jobs taken: id -> lane (lanes.lua)
+  if (tonumber(st[8]) or 0) > 0 then
+    -- Keyed jobs wait (K_STATE kw): the lanes share the claim fairly,
+    -- the default lane (K_WAITING) among them (lanes.lua, keys.md §4).
+    local wake_lanes
+    ids, scores, lanes_of, wake_lanes = LANE.take(now, max, probing)
+    earlier(wake_lanes)
+    if #ids == 0 then
+      local first = next_wait_due()
+      if first then earlier(first) end
+      return reply('EMPTY')
+    end
+  else
+    local due = redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', now, 'WITHSCORES', 'LIMIT', 0, max)
+    -- A negative first score: jobs with a priority wait (every one of them
+    -- scores below 0, so the range above starts with them): take the due
+    -- jobs level by level, highest first, then priority 0 (wait_score).
+    if due[2] and tonumber(due[2]) < 0 then due = due_by_priority(now, max) end
+    if #due == 0 then
+      local first = next_wait_due()
+      if first then earlier(first) end
+      return reply('EMPTY')
+    end
+    for i = 1, #due, 2 do
+      ids[#ids + 1] = due[i]
+      -- The token carries the due time, not the score: a release or defer
+      -- puts the job back by to_waiting, which scores it by its priority.
+      -- A score of priority 0 is its due time already (no work per job).
+      local sc = due[i + 1]
+      if string.byte(sc, 1) == 45 then sc = fmt('%d', wait_due(tonumber(sc))) end -- '-'
+      scores[#scores + 1] = sc
+    end
+    redis.call('ZREM', K_WAITING, unpack(ids))
   end
-  redis.call('ZREM', K_WAITING, unpack(ids))
   local recs = redis.call('HMGET', K_JOBS, unpack(ids))
 
   local out = {}
@@ -737,13 +815,18 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
       if st == 'p' then was_pending = was_pending + 1 end
       if tonumber(x) <= now then
         local m, payload = split_record(rec)
+        if lanes_of and lanes_of[id] then LANE.untake(lanes_of[id], id) end
         to_dead(id, m, payload, now, 'lifetime_exceeded')
         note_reaped('lifetime', id, 'DEAD', 'lifetime_exceeded')
       else
         local token = fmt('%s|%d|%s', prefix, i, scores[i])
+        local flag = '0'
         if probing then
           token = token .. '|p'
           set_probe(id)
+          flag = '1'
+        elseif lanes_of and lanes_of[id] and LANE.fresh_probe[id] then
+          flag = 'k' -- the probe of a held lane (lanes.lua)
         end
         leases[#leases + 1] = id
         leases[#leases + 1] = token
@@ -754,7 +837,7 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
         local n = #out
         out[n + 1] = id
         out[n + 2] = token
-        out[n + 3] = probing and '1' or '0'
+        out[n + 3] = flag
         out[n + 4] = rec
       end
     end
@@ -889,6 +972,12 @@ local function cancel_job(id, m, payload, now, err)
   local was, token = 'processing', ''
   local lease = nil
   if m.st == 'p' or m.st == 'r' then lease = redis.call('HGET', K_LEASES, id) end
+  if m.fk then
+    -- keys.md: the job leaves its lane now; a delivery still running keeps
+    -- only the queue's slot (CANCELLED_SLOT) until it ends.
+    if lease or m.st == 'w' then LANE.leave(m) end
+    LANE.end_probe(m, id, false, now)
+  end
   if lease then
     local deadline = redis.call('ZSCORE', K_INFLIGHT, id)
     redis.call('ZREM', K_INFLIGHT, id)
@@ -904,7 +993,7 @@ local function cancel_job(id, m, payload, now, err)
     redis.call('HINCRBY', K_STATE, 'n_awaiting', -1)
     was = 'awaiting_ack'
   else
-    redis.call('ZREM', K_WAITING, id)
+    if m.fk then LANE.unwait(id, m) else redis.call('ZREM', K_WAITING, id) end
     redis.call('ZREM', K_LIFETIMES, id)
     if m.st == 'p' then
       redis.call('HINCRBY', K_STATE, 'n_pending', -1)
@@ -940,7 +1029,7 @@ end
 -- older than STATS_MINUTES go (HDEL), and the key expires an hour after
 -- the retention when nothing writes, so memory stays bounded per queue.
 local STATS_MINUTES = 1440
-local STATS_COUNTERS = { 'ok', 'fail', 'lost', 'defer', 'r429', 'start', 'probe', 'hold', 'dead' }
+local STATS_COUNTERS = { 'ok', 'fail', 'lost', 'defer', 'r429', 'start', 'probe', 'hold', 'dead', 'khold', 'kprobe' }
 
 -- Counts a claim_jobs reply (claim.lua, settle.lua's refill) into c.
 local function stats_claim(c, r)
@@ -990,6 +1079,12 @@ end
 -- Writes c into the statistics hash key: the one call per script call.
 local function stats_flush(key, now, c)
   if not key then return end
+  -- Lane holds asked for and lane probes started in this call (lanes.lua).
+  if LANE.stats then
+    c.khold = (c.khold or 0) + LANE.stats.khold
+    c.kprobe = (c.kprobe or 0) + LANE.stats.kprobe
+    LANE.stats.khold, LANE.stats.kprobe = 0, 0
+  end
   local minute = math.floor(now / 60000)
   local fresh = false
   for _, name in ipairs(STATS_COUNTERS) do
@@ -1060,7 +1155,8 @@ local function stats_settle(key, now, out, n, claim)
         release = now + (tonumber(ra) or 0)
       end
     end
-    stats_outcome(c, now, kind, tonumber(ARGV[b + 3]), out[i * 3 + 1], release, true)
+    stats_outcome(c, now, kind, tonumber(ARGV[b + 3]), out[i * 3 + 1], release,
+      string.sub(out[i * 3 + 3] or '', 1, 4) ~= 'key|')
     local tripped_at = string.match(out[i * 3 + 3] or '', '^breaker|(%d+)$')
     if tripped_at then stats_hold(c, now, tonumber(tripped_at)) end
   end

@@ -10,6 +10,7 @@ package lua
 import (
 	"embed"
 	"fmt"
+	"strings"
 )
 
 //go:embed *.lua
@@ -46,16 +47,22 @@ const (
 // All lists every script, so start-up can load each one before serving.
 var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, QueueDef, QueueDrop, Registry, Cancel, Schedule, SchedIndex, Lists, Stats}
 
+// prelude lists the files prepended to every script, in order: lib.lua
+// (keys, parameters, the job transitions), hold.lua (the hold machine, for
+// a queue and a lane alike) and lanes.lua (flow keys' lanes).
+var prelude = []string{"lib.lua", "hold.lua", "lanes.lua"}
+
 // Source returns the full source of a script: the shared prelude followed by
 // the script's own body.
 func Source(name string) (string, error) {
-	lib, err := files.ReadFile("lib.lua")
-	if err != nil {
-		return "", fmt.Errorf("read lib.lua: %w", err)
+	var b strings.Builder
+	for _, f := range append(prelude, name+".lua") {
+		src, err := files.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("read %s for script %q: %w", f, name, err)
+		}
+		b.Write(src)
+		b.WriteByte('\n')
 	}
-	body, err := files.ReadFile(name + ".lua")
-	if err != nil {
-		return "", fmt.Errorf("read script %q: %w", name, err)
-	}
-	return string(lib) + "\n" + string(body), nil
+	return b.String(), nil
 }

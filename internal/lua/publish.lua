@@ -2,11 +2,12 @@
 --
 -- KEYS: the queue keys of lib.lua.
 -- ARGV[1..19]: queue parameters (lib.lua).
--- ARGV[20]: n, the number of jobs; then per job 6 values:
+-- ARGV[ARG0 + 1]: n, the number of jobs; then per job 7 values:
 --   id, idempotency key ("" for none), delay ms, priority ("0".."9",
 --   control.md §2: stored as pri when not 0, and in the job's K_WAITING
 --   score, lib.lua wait_score), replace key ("" for none; control.md §3,
---   below), raw payload bytes;
+--   below), flow key ("" for none: the default lane; keys.md: a keyed job
+--   waits in K_LWAIT, lanes.lua), raw payload bytes;
 --   then, for each job published with a W3C trace context (none: nothing
 --   more), 3 values: the job's index (1..n), its traceparent (canonical, as
 --   package tracing writes it) and tracestate ("" for none). Kept at the
@@ -33,7 +34,7 @@
 -- The common answer is one empty string per job, cheap to build and send.
 local now = now_ms()
 local n = tonumber(ARGV[ARG0 + 1])
-local STRIDE = 6 -- values per job
+local STRIDE = 7 -- values per job
 local ids, keys = {}, {}
 for i = 1, n do
   local b = ARG0 + 2 + (i - 1) * STRIDE
@@ -92,6 +93,7 @@ local rk_fresh = {} -- replace key -> index in hset of the record stored by this
 local rk_set = {}   -- K_IDEM entries for new jobs with a replace key
 
 local out, hset, zadd, life, idem = { now }, {}, {}, {}, {}
+local lwait, lane_n, lane_order = {}, {}, {} -- keyed jobs: K_LWAIT members, count per lane
 local fresh = {} -- keyed jobs stored by this call: id -> true
 -- Jobs without a delay share one meta prefix and one due time, formatted once.
 local now_s = fmt('%d', now)
@@ -121,7 +123,7 @@ for i = 1, n do
   end
   local rk = rks[i]
   if not dup and rk ~= '' then
-    local payload = ARGV[b + 5]
+    local payload = ARGV[b + 6]
     local at = rk_fresh[rk]
     local target, c = nil, nil
     if at then
@@ -158,6 +160,9 @@ for i = 1, n do
     local meta = plain
     local tr = traced[i] or ''
     local pri = ARGV[b + 3]
+    local fk = ARGV[b + 5]
+    -- The flow key sits right after st (lib.lua's layout rules).
+    if fk ~= '' then tr = ',"fk":' .. cjson.encode(fk) .. tr end
     if pri ~= '0' and pri ~= '' then tr = tr .. ',"pri":' .. fmt('%d', tonumber(pri)) end
     local tail = '}\n'
     if rk ~= '' then
@@ -174,21 +179,31 @@ for i = 1, n do
       meta = fmt('{"c":%s,"s":%s,"x":%s,"st":"p"', now_s, due_s, x_s)
     end
     if key ~= '' then
-      rec = meta .. tr .. ',"k":' .. cjson.encode(key) .. tail .. ARGV[b + 5]
+      rec = meta .. tr .. ',"k":' .. cjson.encode(key) .. tail .. ARGV[b + 6]
       idem[#idem + 1] = key
       idem[#idem + 1] = id
       known[key] = id
       fresh[id] = true
     elseif meta == plain and tr == '' and rk == '' then
-      rec = plain_rec .. ARGV[b + 5]
+      rec = plain_rec .. ARGV[b + 6]
     else
-      rec = meta .. tr .. tail .. ARGV[b + 5]
+      rec = meta .. tr .. tail .. ARGV[b + 6]
     end
     local h = #hset
     hset[h + 1] = id
     hset[h + 2] = rec
-    zadd[h + 1] = (pri ~= '0' and pri ~= '') and wait_score(due_s, pri) or due_s
-    zadd[h + 2] = id
+    if fk ~= '' then
+      lwait[#lwait + 1] = '0'
+      lwait[#lwait + 1] = lane_member(fk, pri, tonumber(due_s), id)
+      if not lane_n[fk] then
+        lane_n[fk] = 0
+        lane_order[#lane_order + 1] = fk
+      end
+      lane_n[fk] = lane_n[fk] + 1
+    else
+      zadd[#zadd + 1] = (pri ~= '0' and pri ~= '') and wait_score(due_s, pri) or due_s
+      zadd[#zadd + 1] = id
+    end
     life[h + 1] = x_s
     life[h + 2] = id
     out[i + 1] = ''
@@ -196,9 +211,14 @@ for i = 1, n do
 end
 if #hset > 0 then
   redis.call('HSET', K_JOBS, unpack(hset))
-  redis.call('ZADD', K_WAITING, unpack(zadd))
+  if #zadd > 0 then redis.call('ZADD', K_WAITING, unpack(zadd)) end
   redis.call('ZADD', K_LIFETIMES, unpack(life))
-  redis.call('HINCRBY', K_STATE, 'n_pending', #zadd / 2)
+  redis.call('HINCRBY', K_STATE, 'n_pending', #hset / 2)
+end
+if #lwait > 0 then
+  redis.call('ZADD', K_LWAIT, unpack(lwait))
+  for _, fk in ipairs(lane_order) do LANE.published(fk, lane_n[fk]) end
+  LANE.flush(now)
 end
 if #idem > 0 then redis.call('HSET', K_IDEM, unpack(idem)) end
 if #rk_set > 0 then redis.call('HSET', K_IDEM, unpack(rk_set)) end

@@ -1,6 +1,6 @@
 -- queuedef.lua — write the definition of a queue created over the API.
 --
--- KEYS: the queue keys of lib.lua, then KEYS[12] K_META, the queue's
+-- KEYS: the queue keys of lib.lua, then KEYS[KX + 1] K_META, the queue's
 --   definition HASH: spec (the settings as given, JSON, secret included),
 --   rev (the definition's revision, from 1), created and updated (ms), and
 --   deleting ("1" while a DELETE removes the queue's jobs; queuedrop.lua).
@@ -18,7 +18,7 @@
 --   {"CONFLICT", rev} when the stored revision is not ARGV[20] (another
 --   write came between the caller's read and this one: read and merge
 --   again); {"DELETING"} while a delete is under way.
-local K_META = KEYS[12]
+local K_META = KEYS[KX + 1]
 local want, spec = ARGV[ARG0 + 1], ARGV[ARG0 + 2]
 local lims = { { 'lim_conc', ARGV[ARG0 + 3] }, { 'lim_rmax', ARGV[ARG0 + 4] }, { 'lim_rwin', ARGV[ARG0 + 5] } }
 local cur = redis.call('HMGET', K_META, 'rev', 'created', 'deleting')

@@ -1,8 +1,8 @@
 -- queuedrop.lua — delete a queue created over the API, one bounded batch
 -- of its jobs per call; the caller repeats until DONE.
 --
--- KEYS: the queue keys of lib.lua, then KEYS[12] K_META (queuedef.lua) and
---   KEYS[13] the queue's statistics hash (lib.lua stats_flush), removed with
+-- KEYS: the queue keys of lib.lua, then KEYS[KX + 1] K_META (queuedef.lua) and
+--   KEYS[KX + 2] the queue's statistics hash (lib.lua stats_flush), removed with
 --   the rest.
 -- ARGV[1..19]: queue parameters (lib.lua; 17, the batch, bounds the jobs
 --   removed per call).
@@ -23,12 +23,12 @@
 --   {"MORE", removed} while jobs remain; {"DONE", removed} when the queue's
 --   keys are gone; {"KEPT", removed, kept} when only jobs that appeared
 --   since the first call remain (without purge), which stay.
-local K_META, K_QSTATS = KEYS[12], KEYS[13]
+local K_META, K_QSTATS = KEYS[KX + 1], KEYS[KX + 2]
 local purge, first = ARGV[ARG0 + 1] == '1', ARGV[ARG0 + 2] == '1'
 local batch = P.batch
 
 local function live()
-  return redis.call('ZCARD', K_WAITING) + in_flight()
+  return redis.call('ZCARD', K_WAITING) + redis.call('ZCARD', K_LWAIT) + in_flight()
 end
 
 if first then
@@ -42,7 +42,12 @@ if first then
 end
 
 local removed = 0
-local function remove(id)
+local function remove(id, member)
+  if member then
+    -- A keyed job's K_LWAIT member (lanes.lua): "fk \0 level due \0 id".
+    redis.call('ZREM', K_LWAIT, member)
+    id = string.match(member, '%z([^%z]*)$')
+  end
   local rec = redis.call('HGET', K_JOBS, id)
   if rec then
     local m = split_record(rec)
@@ -60,9 +65,15 @@ local function remove(id)
 end
 
 local sets = { K_DEAD, K_PURGE }
-if purge then sets = { K_WAITING, K_INFLIGHT, K_DEAD, K_PURGE } end
+if purge then
+  sets = { K_WAITING, K_INFLIGHT, K_DEAD, K_PURGE, K_LWAIT }
+  local members = redis.call('ZRANGE', K_LWAIT, 0, batch - 1)
+  for _, mem in ipairs(members) do
+    if removed < batch then remove(nil, mem) end
+  end
+end
 for _, key in ipairs(sets) do
-  if removed < batch then
+  if key ~= K_LWAIT and removed < batch then
     local ids = redis.call('ZRANGE', key, 0, batch - removed)
     for _, id in ipairs(ids) do
       if id ~= PLACEHOLDER and removed < batch then remove(id) end
@@ -83,5 +94,6 @@ if kept > 0 then
   return { 'KEPT', removed, kept }
 end
 redis.call('DEL', K_WAITING, K_INFLIGHT, K_JOBS, K_HIST, K_STATE, K_LIFETIMES, K_DEAD, K_PURGE,
-  K_IDEM, K_STARTS, K_LEASES, K_META, K_QSTATS)
+  K_IDEM, K_STARTS, K_LEASES, K_META, K_QSTATS,
+  K_LWAIT, K_LANES, K_LREADY, K_LTIMED, K_LHELD, K_LSTARTS)
 return { 'DONE', removed }

@@ -50,7 +50,7 @@
 --        or deleted: nothing written) | EARLY (not due yet).
 -- earliest: the queue's earliest unpaused next tick in ms, "" for none,
 -- which package store writes to the fleet-wide index (schedindex.lua).
-local K_SDEF, K_SRUN, K_SDUE = KEYS[12], KEYS[13], KEYS[14]
+local K_SDEF, K_SRUN, K_SDUE = KEYS[KX + 1], KEYS[KX + 2], KEYS[KX + 3]
 local op = ARGV[ARG0 + 1]
 
 local function earliest()

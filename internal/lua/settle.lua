@@ -4,8 +4,8 @@
 -- so a daemon that wakes from a pause cannot overwrite newer state.
 --
 -- KEYS: the queue keys of lib.lua.
--- KEYS[12]: the call log of the refill's token prefix (lib.lua K_CALL).
--- KEYS[13]: the queue's statistics (lib.lua stats_flush).
+-- KEYS[KX + 1] (18): the call log of the refill's token prefix (lib.lua K_CALL).
+-- KEYS[KX + 2] (19): the queue's statistics (lib.lua stats_flush).
 -- ARGV[1..19]: queue parameters (lib.lua).
 -- ARGV[20]: n outcomes; then per outcome 7 values:
 --   id, token, kind, webhook status code ("" if none), error text,
@@ -23,7 +23,10 @@
 -- Returns a flat array, per outcome: word, detail, hold; followed, when a
 -- claim was asked for, by claim.lua's reply {word, wake_ms, jobs...}.
 --   hold: "" or "breaker|<release ms>" when this outcome (a failure) held
---   the queue by the breaker (semantics.md §4b).
+--   the queue by the breaker (semantics.md §4b), or "key|<release ms>"
+--   when a 429/503/529 of a keyed job held its lane (keys.md §3).
+--   A "defer" outcome holds the job's lane when the job has a flow key and
+--   the queue's flowKeys.holdScope is key, else the queue.
 -- A call sent again (the same token prefix, within one lease) is answered
 -- from the call log: the words recorded then and the jobs it leased.
 --   COMPLETED | REOPENED (a probe's success reopened the queue) | AWAITING |
@@ -59,6 +62,7 @@ for i = 0, n - 1 do
     retry_after = tonumber(retry_after)
   end
   tripped = nil
+  deferred_scope = nil
   local rec, lease = recs[i + 1], leases[i + 1]
   local word, detail
   -- The fast path: the first delivery of a job, a 2xx in standard mode, not
@@ -73,7 +77,9 @@ for i = 0, n - 1 do
     local p = string.find(rec, '"st":"p"', 1, true)
     local h = string.find(rec, ',"h":', 1, true)
     local c = string.match(rec, '^{"c":(%d+)')
-    if nl and p and p < nl and (not h or h > nl) and c then
+    -- A keyed job (fk right after st) takes the general path: its lane
+    -- counts its slot (lanes.lua).
+    if nl and p and p < nl and (not h or h > nl) and c and string.sub(rec, p + 8, p + 13) ~= ',"fk":' then
       fast = true
       done_ids[#done_ids + 1] = id
       done_recs[#done_recs + 1] = id
@@ -99,6 +105,7 @@ for i = 0, n - 1 do
     elseif kind == 'delivered' then
       -- The worker has the job; the ack decides. Lease: ackTimeout from now.
       redis.call('HDEL', K_LEASES, id)
+      if m.fk then LANE.to_ack(m) end
       m.st = 'w'
       m.sc = code
       m.t = nil
@@ -110,9 +117,10 @@ for i = 0, n - 1 do
     elseif kind == 'fail' then
       word, detail = on_failure(id, m, payload, now, 'failed', code, err, true, nil, true)
     elseif kind == 'defer' then
-      word, detail = on_defer(id, m, payload, now, retry_after, 'queue', reason, code)
+      word, detail = on_defer(id, m, payload, now, retry_after, '', reason, code)
     elseif kind == 'release' then
       drop_probe(id)
+      if m.fk then LANE.end_probe(m, id, false, now) end
       local order = m.o or now
       leave_inflight(id, m)
       to_waiting(id, m, payload, order)
@@ -124,7 +132,13 @@ for i = 0, n - 1 do
   if word ~= 'STALE' then written[id] = true end
   out[#out + 1] = word
   out[#out + 1] = detail
-  out[#out + 1] = tripped and fmt('breaker|%d', tripped) or ''
+  if tripped then
+    out[#out + 1] = fmt('breaker|%d', tripped)
+  elseif deferred_scope == 'key' and word ~= 'STALE' then
+    out[#out + 1] = fmt('key|%d', deferred_release)
+  else
+    out[#out + 1] = ''
+  end
 end
 if #done_ids > 0 then
   redis.call('ZREM', K_INFLIGHT, unpack(done_ids))
@@ -133,13 +147,14 @@ if #done_ids > 0 then
   redis.call('ZADD', K_PURGE, unpack(done_purge))
   breaker_reset()
 end
+LANE.flush(now)
 local claim = nil
 if claim_max and claim_max > 0 then
   local skip = ARGV[ARG0 + 4 + n * 7] == '0'
   claim = claim_jobs(now, claim_max, ARGV[ARG0 + 3 + n * 7], skip)
 end
 call_record(out, claim)
-stats_settle(KEYS[13], now, out, n, claim)
+stats_settle(KEYS[KX + 2], now, out, n, claim)
 if claim then
   for _, v in ipairs(claim) do out[#out + 1] = v end
 end

@@ -1,8 +1,8 @@
 -- stats.lua — read a queue's statistics buckets (lib.lua stats_flush) on
 -- Redis' clock, so every daemon answers the same. Read-only.
 --
--- KEYS: the queue keys of lib.lua (unused), then KEYS[12] the queue's
--- statistics hash (lib.lua names KEYS[12] K_CALL; this script never uses the
+-- KEYS: the queue keys of lib.lua (unused), then KEYS[KX + 1] the queue's
+-- statistics hash (lib.lua names KEYS[KX + 1] K_CALL; this script never uses the
 -- call log).
 -- ARGV[1..19]: queue parameters (lib.lua; unused).
 -- ARGV[20]: since, ms ("" = until - 1 h); ARGV[21]: until, ms ("" = now).
@@ -12,7 +12,7 @@
 -- values: minute, then each counter in STATS_COUNTERS order ("" for 0)}.
 -- holds: the hold windows that overlap [since, until], "<from>-<until>"
 -- comma-joined (ms).
-local K_STATS = KEYS[12]
+local K_STATS = KEYS[KX + 1]
 local now = now_ms()
 local until_ms = tonumber(ARGV[ARG0 + 2]) or now
 local since_ms = tonumber(ARGV[ARG0 + 1]) or (until_ms - 3600000)

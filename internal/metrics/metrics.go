@@ -410,9 +410,9 @@ func (m *Metrics) Settled(queue string, o store.Outcome, s store.Settled, took t
 	if !s.BreakerUntil.IsZero() {
 		m.noteBreakerHold(queue, probe, s.BreakerUntil)
 	}
-	if o.Kind == store.OutcomeDefer && (s.Word == "DEFERRED" || s.Word == "DEAD") {
-		// A 429/503/529 is always queue scope: it holds the queue even when
-		// the reporting job dies of it.
+	if o.Kind == store.OutcomeDefer && (s.Word == "DEFERRED" || s.Word == "DEAD") && s.LaneUntil.IsZero() {
+		// A 429/503/529 of a job without a lane's hold (keys.md §3) holds
+		// the queue, even when the reporting job dies of it.
 		ra := o.RetryAfter
 		if !o.RetryAt.IsZero() {
 			// An HTTP-date: the wait was computed on Redis' clock; ours
@@ -447,7 +447,8 @@ func (m *Metrics) Callback(queue string, cb store.Callback, s store.Settled) {
 	if s.Word == "ACKED" || s.Word == "" {
 		return // a repeated ack changes nothing
 	}
-	queueScope := cb.Kind == store.CallbackDefer && cb.Scope != store.ScopeJob
+	// A lane's hold (keys.md §3) is not the queue's.
+	queueScope := cb.Kind == store.CallbackDefer && cb.Scope != store.ScopeJob && s.LaneUntil.IsZero()
 
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -37,13 +37,13 @@ func (s *Store) Publish(ctx context.Context, q config.Queue, jobs []NewJob) ([]P
 		}
 		return out, nil
 	}
-	args := s.params(q, 1+6*len(jobs))
+	args := s.params(q, 1+7*len(jobs))
 	args = append(args, len(jobs))
 	ids := make([]string, len(jobs))
 	traced := 0
 	for i, j := range jobs {
 		ids[i] = s.NewID(q.Name)
-		args = append(args, ids[i], j.IdempotencyKey, ms(j.Delay), j.Priority, j.ReplaceKey, []byte(j.Payload))
+		args = append(args, ids[i], j.IdempotencyKey, ms(j.Delay), j.Priority, j.ReplaceKey, j.FlowKey, []byte(j.Payload))
 		if j.TraceParent != "" {
 			traced++
 		}
@@ -106,8 +106,14 @@ type ClaimedJob struct {
 	DeferCount int
 	CreatedAt  time.Time
 	// Token fences this delivery: outcomes settled with a stale token are ignored.
-	Token   string
-	Probe   bool
+	Token string
+	// Probe marks the probe of a held queue; LaneProbe the probe of a held
+	// lane (keys.md §3), which reopens only that lane.
+	Probe     bool
+	LaneProbe bool
+	// FlowKey is the job's flow key ("" for none), sent as the
+	// x-simpleq-flow-key header (keys.md §1).
+	FlowKey string
 	Payload []byte
 	// TraceParent and TraceState are the W3C trace context the job was
 	// published with ("" for none): the parent of the delivery's span, or,
@@ -193,13 +199,16 @@ func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
 			return ClaimResult{}, fmt.Errorf("claim on queue %s: job %s: %w", q.Name, id, err)
 		}
 		tp, ts := readTrace(rec[:nl])
+		flag := toStr(rest[i+2])
 		out.Jobs = append(out.Jobs, ClaimedJob{
 			ID:          id,
 			Attempt:     m.A + 1,
 			DeferCount:  m.D,
 			CreatedAt:   fromMS(int64(m.C)),
 			Token:       toStr(rest[i+1]),
-			Probe:       toStr(rest[i+2]) == "1",
+			Probe:       flag == "1",
+			LaneProbe:   flag == "k",
+			FlowKey:     readFlowKey(rec[:nl]),
 			Payload:     []byte(rec[nl+1:]),
 			TraceParent: tp,
 			TraceState:  ts,
@@ -289,6 +298,31 @@ func readTrace(meta string) (parent, state string) {
 	return parent, ""
 }
 
+// readFlowKey finds the flow key member fk, which lib.lua writes right
+// after st, in a job's meta ("" when the job has none). As in readTrace a
+// quoted member name can only be structure, and a key holding an escape is
+// JSON unescaped.
+func readFlowKey(meta string) string {
+	const fkKey = `,"fk":"`
+	i := strings.Index(meta, fkKey)
+	if i < 0 {
+		return ""
+	}
+	raw := meta[i+len(fkKey)-1:]
+	for k := 1; k < len(raw); k++ {
+		switch raw[k] {
+		case '\\':
+			k++
+		case '"':
+			if strings.IndexByte(raw[1:k], '\\') < 0 {
+				return strings.Clone(raw[1:k])
+			}
+			return unquoteJSON(raw[:k+1])
+		}
+	}
+	return ""
+}
+
 // unquoteJSON decodes a JSON string literal, or gives "" when it is not one.
 func unquoteJSON(lit string) string {
 	var v string
@@ -336,17 +370,24 @@ type Settled struct {
 	// BreakerUntil, when not zero, is the release time of the breaker hold
 	// (semantics.md §4b) that this outcome started or extended.
 	BreakerUntil time.Time
+	// LaneUntil, when not zero, is the release this outcome (a 429/503/529
+	// or a defer of a keyed job) asked of its lane's hold (keys.md §3): a
+	// DEFERRED or DEAD with it held the lane, not the queue.
+	LaneUntil time.Time
 }
 
-// parseHold reads the hold value of a settle or callback reply.
-func parseHold(v any) time.Time {
+// parseHold reads the hold value of a settle or callback reply into s.
+func parseHold(s *Settled, v any) {
 	h := toStr(v)
 	if ms, ok := strings.CutPrefix(h, "breaker|"); ok {
 		if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
-			return fromMS(n)
+			s.BreakerUntil = fromMS(n)
+		}
+	} else if ms, ok := strings.CutPrefix(h, "key|"); ok {
+		if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
+			s.LaneUntil = fromMS(n)
 		}
 	}
-	return time.Time{}
 }
 
 // Settle records outcomes of this daemon's deliveries in one script call.
@@ -410,7 +451,8 @@ func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []O
 	}
 	out := make([]Settled, len(outcomes))
 	for i := range outcomes {
-		out[i] = Settled{Word: toStr(arr[3*i]), Detail: toStr(arr[3*i+1]), BreakerUntil: parseHold(arr[3*i+2])}
+		out[i] = Settled{Word: toStr(arr[3*i]), Detail: toStr(arr[3*i+1])}
+		parseHold(&out[i], arr[3*i+2])
 	}
 	var claim ClaimResult
 	if max > 0 {
@@ -433,10 +475,7 @@ func (s *Store) Callback(ctx context.Context, q config.Queue, cb Callback) (Sett
 	if cb.Retryable {
 		retryable = "1"
 	}
-	scope := cb.Scope
-	if scope == "" {
-		scope = ScopeQueue
-	}
+	scope := cb.Scope // ScopeDefault ("") is resolved by the script (keys.md §3)
 	args := append(s.params(q, 7), cb.JobID, string(cb.Kind), attempt, retryable,
 		ms(cb.RetryAfter), string(scope), cb.Reason)
 	res, err := s.runKeys(ctx, lua.Callback, q, append(s.Keys(q.Name), s.statsKey(q.Name)), args)
@@ -447,7 +486,8 @@ func (s *Store) Callback(ctx context.Context, q config.Queue, cb Callback) (Sett
 	if len(arr) != 3 {
 		return Settled{}, fmt.Errorf("callback on queue %s: unexpected reply", q.Name)
 	}
-	r := Settled{Word: toStr(arr[0]), Detail: toStr(arr[1]), BreakerUntil: parseHold(arr[2])}
+	r := Settled{Word: toStr(arr[0]), Detail: toStr(arr[1])}
+	parseHold(&r, arr[2])
 	switch r.Word {
 	case "NOTFOUND":
 		return r, ErrNotFound
@@ -466,7 +506,7 @@ func (s *Store) QueueStatus(ctx context.Context, q config.Queue) (QueueStatus, e
 		return QueueStatus{}, err
 	}
 	a, _ := res.([]any)
-	if len(a) != 12 {
+	if len(a) != 13 {
 		return QueueStatus{}, fmt.Errorf("inspect on queue %s: unexpected reply", q.Name)
 	}
 	now := toInt(a[0])
@@ -476,6 +516,7 @@ func (s *Store) QueueStatus(ctx context.Context, q config.Queue) (QueueStatus, e
 		Processing:  waiting - pending + inflight - awaiting,
 		AwaitingAck: awaiting,
 		Dead:        toInt(a[11]),
+		HeldKeys:    toInt(a[12]),
 	}}
 	st.Hold.State = HoldOpen
 	if reason := toStr(a[6]); reason != "" && toStr(a[3]) == "1" {
@@ -568,6 +609,8 @@ type meta struct {
 	Pri int `json:"pri"`
 	// Rk is the job's replace key (publish.lua; control.md §3).
 	Rk *string `json:"rk"`
+	// Fk is the job's flow key (keys.md; lanes.lua).
+	Fk *string `json:"fk"`
 }
 
 type histEntry struct {
@@ -644,7 +687,7 @@ func decodeJob(q config.Queue, id string, rec, hist []byte) (*Job, error) {
 		DeferCount: m.D, IdempotencyKey: m.K, Payload: rec[i+1:],
 		ScheduledFor: fromMS(int64(m.S)), ExpiresAt: fromMS(int64(m.X)),
 		LastError: m.E, DeadReason: m.Dr, CreatedAt: fromMS(int64(m.C)), History: []Attempt{},
-		ScheduleID: m.Sid, Priority: m.Pri, ReplaceKey: m.Rk,
+		ScheduleID: m.Sid, Priority: m.Pri, ReplaceKey: m.Rk, FlowKey: m.Fk,
 	}
 	if m.Ca > 0 {
 		t := fromMS(int64(m.Ca))

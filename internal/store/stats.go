@@ -42,6 +42,10 @@ type StatsCounters struct {
 	Holds int64
 	// Dead counts jobs that died.
 	Dead int64
+	// LaneHolds counts lane holds asked for (keyed jobs' 429/503/529 and
+	// key-scope defers, keys.md §3); LaneProbes the lane probes started.
+	// Holds and Probes leave them out: those are the queue's.
+	LaneHolds, LaneProbes int64
 }
 
 // add sums o into c.
@@ -55,6 +59,8 @@ func (c *StatsCounters) add(o StatsCounters) {
 	c.Probes += o.Probes
 	c.Holds += o.Holds
 	c.Dead += o.Dead
+	c.LaneHolds += o.LaneHolds
+	c.LaneProbes += o.LaneProbes
 }
 
 // StatsBucket is one minute of counts.
@@ -103,7 +109,7 @@ func (s *Store) Stats(ctx context.Context, q config.Queue, since, until time.Tim
 		return Stats{}, fmt.Errorf("stats of queue %s: %w", q.Name, err)
 	}
 	arr, _ := res.([]any)
-	const per = 10 // minute + 9 counters (lib.lua STATS_COUNTERS)
+	const per = 12 // minute + 11 counters (lib.lua STATS_COUNTERS)
 	if len(arr) < 5 || len(arr) != 5+int(toInt(arr[4]))*per {
 		return Stats{}, fmt.Errorf("stats of queue %s: unexpected reply", q.Name)
 	}
@@ -126,7 +132,7 @@ func (s *Store) Stats(ctx context.Context, q config.Queue, since, until time.Tim
 		v := func(k int) int64 { return toInt(arr[i+k]) }
 		b := &out.Buckets[m-first]
 		b.StatsCounters = StatsCounters{Success: v(1), Failed: v(2), Lost: v(3), Deferred: v(4), HTTP429: v(5),
-			Started: v(6), Probes: v(7), Holds: v(8), Dead: v(9)}
+			Started: v(6), Probes: v(7), Holds: v(8), Dead: v(9), LaneHolds: v(10), LaneProbes: v(11)}
 		out.Totals.add(b.StatsCounters)
 	}
 	if w := toStr(arr[3]); w != "" {

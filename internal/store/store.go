@@ -132,6 +132,8 @@ func (s *Store) Keys(queue string) []string {
 		base + "waiting", base + "inflight", base + "jobs", base + "hist", base + "state",
 		base + "lifetimes", base + "dead", base + "purge", base + "idem", base + "starts",
 		base + "leases",
+		// Flow keys' lanes (lib.lua K_LWAIT .. K_LSTARTS, lanes.lua).
+		base + "lwait", base + "lanes", base + "lready", base + "ltimed", base + "lheld", base + "lstarts",
 	}
 }
 
@@ -143,19 +145,20 @@ func (s *Store) callKey(queue, call string) string {
 	return s.opts.Prefix + ":{" + queue + "}:call:" + call
 }
 
-// params builds ARGV[1..19] of lib.lua for a queue.
+// params builds ARGV[1..23] of lib.lua for a queue.
 func (s *Store) params(q config.Queue, extra int) []any {
 	jitter := "0"
 	if q.Backoff.Jitter {
 		jitter = "1"
 	}
-	a := make([]any, 0, 19+extra)
+	a := make([]any, 0, 23+extra)
 	return append(a,
 		q.Mode, q.Concurrency, q.RateLimitMax, ms(q.RateLimitWindow),
 		q.MaxAttempts, q.MaxDefers, ms(q.Timeout+s.opts.LeaseMargin), ms(q.AckTimeout),
 		q.AckTimeoutAction, q.Backoff.Type, ms(q.Backoff.Base), ms(q.Backoff.Max), jitter,
 		ms(q.JobLifetime), ms(q.Retention), strconv.FormatFloat(rand.Float64(), 'f', 8, 64),
 		s.opts.MaintenanceBatch, q.Breaker.Failures, ms(q.Breaker.HoldFor),
+		q.FlowKeys.Concurrency, q.FlowKeys.RateLimitMax, ms(q.FlowKeys.RateLimitWindow), holdScope(q.FlowKeys.HoldScope),
 	)
 }
 
@@ -262,4 +265,13 @@ func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
 // hash tag like every key.
 func (s *Store) statsKey(queue string) string {
 	return s.opts.Prefix + ":{" + queue + "}:stats"
+}
+
+// holdScope is flowKeys.holdScope as lib.lua reads it: a queue built in
+// code without one (tests, the demo) holds lanes, as the default does.
+func holdScope(s string) string {
+	if s == "" {
+		return "key"
+	}
+	return s
 }

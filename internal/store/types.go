@@ -58,6 +58,9 @@ type NewJob struct {
 	// (control.md §3): a later publish with the same key replaces this
 	// job's payload while it has never been delivered.
 	ReplaceKey string
+	// FlowKey, when not empty, puts the job in that key's lane (keys.md):
+	// its own limits, hold and probe, and a fair share of the queue.
+	FlowKey string
 }
 
 // Published is the result of publishing one job.
@@ -114,6 +117,8 @@ type Job struct {
 	// ReplaceKey is the replace key the job was published with (nil:
 	// none; control.md §3).
 	ReplaceKey *string
+	// FlowKey is the job's flow key (nil: the default lane; keys.md §1).
+	FlowKey *string
 }
 
 // CallbackKind is what an ack-mode worker reports.
@@ -133,6 +138,12 @@ type Scope string
 const (
 	ScopeQueue Scope = "queue"
 	ScopeJob   Scope = "job"
+	// ScopeKey holds the job's lane (keys.md §3); a job without a flow
+	// key holds the queue instead.
+	ScopeKey Scope = "key"
+	// ScopeDefault lets the script decide: the job's lane when it has a
+	// flow key and the queue's flowKeys.holdScope is key, else the queue.
+	ScopeDefault Scope = ""
 )
 
 // Callback is an ack/nack/defer reported over the API.
@@ -171,6 +182,9 @@ type Counts struct {
 	Processing  int64
 	AwaitingAck int64
 	Dead        int64
+	// HeldKeys counts the queue's lanes (flow keys) that are held or
+	// probing (keys.md §5).
+	HeldKeys int64
 }
 
 // QueueStatus is the live state of one queue.

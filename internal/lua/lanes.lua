@@ -1,0 +1,410 @@
+-- lanes.lua — flow keys (keys.md): many downstreams inside one queue.
+-- Prepended after lib.lua (and hold.lua), before each script's body.
+--
+-- A job published with a flowKey belongs to that key's lane. A lane has its
+-- own limits (flowKeys.concurrency and rateLimitMax, or its override), its
+-- own hold and its own probe (hold.lua, the same functions the queue uses),
+-- and the lanes that can start share the claim in weighted round-robin
+-- order (stride scheduling on a virtual time). Jobs without a key are the
+-- default lane, K_WAITING, which takes part in the round-robin with weight 1
+-- and whose backpressure holds the whole queue.
+--
+-- A lane's state is one packed field of K_LANES (fk -> value):
+--   nw|nf|na|held|until|probe|pass|at|atv|w|conc|rmax|reason
+--   nw waiting jobs, nf in flight, na awaiting ack; held "1" while a hold
+--   or its probing lasts, until its release (ms, Redis' clock), probe the
+--   job id of its probe in flight ("" none); pass its virtual time; at where
+--   the lane is placed ("r" K_LREADY with score atv, "t" K_LTIMED at atv, ""
+--   neither: empty, capped, or its probe is out); w, conc, rmax its
+--   overrides ("" none: weight 1 and the queue's flowKeys settings); reason
+--   the hold's reason (free text, last, may hold "|").
+-- Placement is kept exact by every script that changes a lane: each change
+-- marks the lane, and LANE.flush re-places and writes every marked lane
+-- once per call. A lane with no jobs, no override and no hold has no field
+-- and no member anywhere: it occupies nothing.
+--
+-- Costs: taking a keyed job is a handful of commands on sorted sets of
+-- lanes (O(log lanes)) and one ZRANGEBYLEX in K_LWAIT (O(log jobs)); an
+-- empty, held or capped lane is in no set that a claim reads.
+
+-- Virtual time one start costs a lane of weight w: LANE_STRIDE / w.
+local LANE_STRIDE = 1000000
+
+local lane_cache = {}  -- fk -> lane, read once per call
+local lane_marked = {} -- lanes to place and write at LANE.flush
+local lane_mark_set = {}
+local lane_kw = 0      -- change of K_STATE kw (keyed jobs waiting) in this call
+local lane_vt = nil    -- the queue's virtual time (K_STATE lvt), read once
+local lane_vt_dirty = false
+local lane_dpass = nil -- the default lane's pass (K_STATE dpass)
+LANE.fresh_probe = {}  -- job ids taken as a lane's probe by this call
+LANE.stats = { khold = 0, kprobe = 0, kreopen = 0 }
+
+local function lane_decode(fk, v)
+  local L = { fk = fk, nw = 0, nf = 0, na = 0, held = false, until_ms = 0, probe = '', pass = 0,
+    at = '', atv = '', w = '', conc = '', rmax = '', reason = '', fresh = true }
+  if v then
+    local f = split(v, '|')
+    L.nw, L.nf, L.na = tonumber(f[1]) or 0, tonumber(f[2]) or 0, tonumber(f[3]) or 0
+    L.held, L.until_ms, L.probe = f[4] == '1', tonumber(f[5]) or 0, f[6] or ''
+    L.pass, L.at, L.atv = tonumber(f[7]) or 0, f[8] or '', f[9] or ''
+    L.w, L.conc, L.rmax = f[10] or '', f[11] or '', f[12] or ''
+    L.reason = table.concat(f, '|', 13)
+    L.fresh = false
+  end
+  L.was_held, L.was_until = L.held, L.until_ms
+  return L
+end
+
+local function lane_encode(L)
+  return table.concat({ fmt('%d', L.nw), fmt('%d', L.nf), fmt('%d', L.na), L.held and '1' or '0',
+    fmt('%d', L.until_ms), L.probe, fmt('%.17g', L.pass), L.at, L.atv, L.w, L.conc, L.rmax, L.reason }, '|')
+end
+
+local function lane_get(fk)
+  local L = lane_cache[fk]
+  if not L then
+    L = lane_decode(fk, redis.call('HGET', K_LANES, fk))
+    lane_cache[fk] = L
+  end
+  return L
+end
+
+local function lane_mark(L)
+  if not lane_mark_set[L.fk] then
+    lane_mark_set[L.fk] = true
+    lane_marked[#lane_marked + 1] = L
+  end
+end
+
+local function lane_weight(L) return tonumber(L.w) or 1 end
+local function lane_conc(L) return tonumber(L.conc) or P.fk_conc end
+local function lane_rmax(L) return tonumber(L.rmax) or P.fk_rmax end
+
+local function lane_vnow()
+  if lane_vt == nil then
+    local v = redis.call('HMGET', K_STATE, 'lvt', 'dpass')
+    lane_vt, lane_dpass = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+  end
+  return lane_vt
+end
+
+-- The K_LWAIT member of job id of lane fk, priority pri, due at due (ms).
+local function lane_member(fk, pri, due, id)
+  return fk .. '\0' .. string.char(57 - (tonumber(pri) or 0)) .. fmt('%013d', due) .. '\0' .. id
+end
+
+-- The due time (a number) and job id of a lane's member.
+local function lane_member_due(mem, fk)
+  local off = #fk + 2 -- the level byte
+  return tonumber(string.sub(mem, off + 1, off + 13)), string.sub(mem, off + 15)
+end
+
+-- A lane's next job to deliver at now: the first due member in priority
+-- order, walking only the levels present; and the lane's earliest due time
+-- (nil when nothing waits), for K_LTIMED.
+local function lane_first_due(fk, now)
+  local hi = '(' .. fk .. '\1'
+  local m = redis.call('ZRANGEBYLEX', K_LWAIT, '[' .. fk .. '\0', hi, 'LIMIT', 0, 1)[1]
+  local best = nil
+  local off = #fk + 2
+  while m do
+    local d = tonumber(string.sub(m, off + 1, off + 13))
+    if d <= now then return m, d end
+    if best == nil or d < best then best = d end
+    local lvl = string.byte(m, off)
+    if lvl >= 57 then break end
+    m = redis.call('ZRANGEBYLEX', K_LWAIT, '[' .. fk .. '\0' .. string.char(lvl + 1), hi, 'LIMIT', 0, 1)[1]
+  end
+  return nil, best
+end
+
+-- A lane's starts in the sliding window at now, and the oldest start.
+local function lane_rate(L, now)
+  local lo, hi = '[' .. L.fk .. '\0', '(' .. L.fk .. '\1'
+  -- A start exactly a window old still counts, as for the queue.
+  redis.call('ZREMRANGEBYLEX', K_LSTARTS, lo, '(' .. L.fk .. '\0' .. fmt('%013d', now - P.fk_rwin))
+  local used = redis.call('ZLEXCOUNT', K_LSTARTS, lo, hi)
+  if used == 0 then return 0, nil end
+  local first = redis.call('ZRANGEBYLEX', K_LSTARTS, lo, hi, 'LIMIT', 0, 1)[1]
+  return used, tonumber(string.sub(first, #L.fk + 2, #L.fk + 14))
+end
+
+-- Moves a lane to at ('r' ready with score, 't' timed at score, '' none).
+local function lane_set_at(L, at, score)
+  if L.at == at and (at == '' or L.atv == score) then return end
+  if L.at == 'r' and at ~= 'r' then
+    redis.call('ZREM', K_LREADY, L.fk)
+  elseif L.at == 't' and at ~= 't' then
+    redis.call('ZREM', K_LTIMED, L.fk)
+  end
+  if at == 'r' then
+    redis.call('ZADD', K_LREADY, score, L.fk)
+  elseif at == 't' then
+    redis.call('ZADD', K_LTIMED, score, L.fk)
+  end
+  L.at, L.atv = at, score
+end
+
+-- Where a lane belongs at now (keys.md §3, §4): held until its release;
+-- while probing, nowhere once its probe is out; capped by its concurrency;
+-- timed by its rate window or its next due job; else ready.
+local function lane_place(L, now)
+  local gate = hold_gate(L, now, function(id)
+    return LANE.fresh_probe[id] or redis.call('ZSCORE', K_INFLIGHT, id) ~= false
+  end)
+  if gate == 'held' then return lane_set_at(L, 't', fmt('%d', L.until_ms)) end
+  if L.nw <= 0 or gate == 'probing' then return lane_set_at(L, '', '') end
+  local conc = lane_conc(L)
+  if conc > 0 and L.nf + L.na >= conc then return lane_set_at(L, '', '') end
+  if lane_rmax(L) > 0 then
+    local used, oldest = lane_rate(L, now)
+    if used >= lane_rmax(L) then return lane_set_at(L, 't', fmt('%d', oldest + P.fk_rwin + 1)) end
+  end
+  local mem, due = lane_first_due(L.fk, now)
+  L.nm = mem -- the lane's next job, for LANE.take in this same call
+  if mem then
+    -- A lane joining the round starts at the queue's virtual time: no
+    -- credit for the time it could not start.
+    if L.at ~= 'r' and L.pass < lane_vnow() then L.pass = lane_vnow() end
+    return lane_set_at(L, 'r', fmt('%.17g', L.pass))
+  end
+  if due then return lane_set_at(L, 't', fmt('%d', due)) end
+  lane_set_at(L, '', '')
+end
+
+-- Writes a placed lane: its field, or none when it occupies nothing, and
+-- its entry in K_LHELD.
+local function lane_write(L)
+  if L.nw > 0 or L.nf > 0 or L.na > 0 or L.held or L.w ~= '' or L.conc ~= '' or L.rmax ~= '' then
+    redis.call('HSET', K_LANES, L.fk, lane_encode(L))
+  else
+    lane_set_at(L, '', '')
+    if not L.fresh then redis.call('HDEL', K_LANES, L.fk) end
+    L.fresh = true
+  end
+  if L.held and (not L.was_held or L.was_until ~= L.until_ms) then
+    redis.call('ZADD', K_LHELD, fmt('%d', L.until_ms), L.fk)
+  elseif not L.held and L.was_held then
+    redis.call('ZREM', K_LHELD, L.fk)
+  end
+  L.was_held, L.was_until = L.held, L.until_ms
+end
+
+-- Places and writes every lane this call changed, and the queue's lane
+-- counters. Called at the end of every script that moves keyed jobs.
+function LANE.flush(now)
+  for _, L in ipairs(lane_marked) do
+    lane_place(L, now)
+    lane_write(L)
+  end
+  lane_marked, lane_mark_set = {}, {}
+  if lane_kw ~= 0 then
+    redis.call('HINCRBY', K_STATE, 'kw', lane_kw)
+    lane_kw = 0
+  end
+  if lane_vt_dirty then
+    redis.call('HSET', K_STATE, 'lvt', fmt('%.17g', lane_vt), 'dpass', fmt('%.17g', lane_dpass))
+    lane_vt_dirty = false
+  end
+end
+
+-- A keyed job leaves in-flight (m.st f or w): its lane's slot is free.
+function LANE.leave(m)
+  local L = lane_get(m.fk)
+  if m.st == 'w' then
+    if L.na > 0 then L.na = L.na - 1 end
+  elseif L.nf > 0 then
+    L.nf = L.nf - 1
+  end
+  lane_mark(L)
+end
+
+-- A keyed job's webhook answered 2xx in ack mode: in flight -> awaiting ack.
+function LANE.to_ack(m)
+  local L = lane_get(m.fk)
+  if L.nf > 0 then L.nf = L.nf - 1 end
+  L.na = L.na + 1
+  lane_mark(L)
+end
+
+-- A keyed job (back) to waiting, due at due.
+function LANE.wait(id, m, due)
+  local L = lane_get(m.fk)
+  redis.call('ZADD', K_LWAIT, 0, lane_member(m.fk, m.pri, due, id))
+  L.nm = nil
+  L.nw = L.nw + 1
+  lane_kw = lane_kw + 1
+  lane_mark(L)
+end
+
+-- Keyed jobs published by publish.lua: n of them added to lane fk's
+-- K_LWAIT members by the caller.
+function LANE.published(fk, n)
+  local L = lane_get(fk)
+  L.nm = nil
+  L.nw = L.nw + n
+  lane_kw = lane_kw + n
+  lane_mark(L)
+end
+
+-- Takes a waiting keyed job out of its lane (cancel, an ended lifetime).
+-- Returns whether it was there.
+function LANE.unwait(id, m)
+  if redis.call('ZREM', K_LWAIT, lane_member(m.fk, m.pri, m.wd or m.s, id)) == 0 then return false end
+  local L = lane_get(m.fk)
+  L.nm = nil
+  if L.nw > 0 then L.nw = L.nw - 1 end
+  lane_kw = lane_kw - 1
+  lane_mark(L)
+  return true
+end
+
+-- Whether job id is its lane's probe.
+function LANE.is_probe(m, id)
+  local L = lane_get(m.fk)
+  return L.held and L.probe == id
+end
+
+-- The delivery of job id ended: if it was its lane's probe, a success
+-- reopens the lane (unless a defer pushed the release out meanwhile), and
+-- anything else makes the lane's next job the probe.
+function LANE.end_probe(m, id, success, now)
+  local L = lane_get(m.fk)
+  if L.probe ~= id then return end
+  if hold_end_probe(L, id, success, now) then LANE.stats.kreopen = LANE.stats.kreopen + 1 end
+  lane_mark(L)
+end
+
+-- Backpressure for a keyed job with scope key: its lane is held until the
+-- latest release asked for (hold.lua).
+function LANE.defer(m, release, reason)
+  local L = lane_get(m.fk)
+  hold_apply(L, release, reason)
+  LANE.stats.khold = LANE.stats.khold + 1
+  lane_mark(L)
+end
+
+-- A keyed job taken by claim_jobs turned out to have outlived its
+-- lifetime: it is not in flight after all.
+function LANE.untake(L, id)
+  if L.nf > 0 then L.nf = L.nf - 1 end
+  if L.probe == id then L.probe = '' end
+  LANE.fresh_probe[id] = nil
+  lane_mark(L)
+end
+
+-- The default lane's next due job at now: {id, score} or false.
+local function default_next(now)
+  local d = redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
+  if d[2] and tonumber(d[2]) < 0 then d = due_by_priority(now, 1) end
+  if not d[1] then return false end
+  return d
+end
+
+-- claim_jobs' keyed path: up to max due jobs, lane by lane in weighted
+-- round-robin order (keys.md §4), the default lane among them. Returns the
+-- ids, their due times (strings, for the lease token), the lanes of keyed
+-- ones (id -> lane) and the earliest time a timed lane needs a claim.
+-- probing: the queue's hold has ended and this one job is its probe.
+function LANE.take(now, max, probing)
+  -- Lanes whose time has come (a job fell due, a hold released, a rate
+  -- slot freed) are placed again, a bounded batch per call.
+  local due_lanes = redis.call('ZRANGEBYSCORE', K_LTIMED, '-inf', now, 'LIMIT', 0, 64)
+  for _, fk in ipairs(due_lanes) do
+    local L = lane_get(fk)
+    L.atv = '' -- its timed score is spent: place it anew
+    lane_place(L, now)
+    lane_mark(L)
+  end
+  lane_vnow()
+  local ids, scores, lanes_of = {}, {}, {}
+  local ddue = nil
+  local guard = 0
+  while #ids < max and guard < 2 * max + 8 do
+    guard = guard + 1
+    if ddue == nil then ddue = default_next(now) end
+    local top = redis.call('ZRANGE', K_LREADY, 0, 0, 'WITHSCORES')
+    if not top[1] then
+      if not ddue then break end
+      -- Only the default lane can start: the rest in one range, as
+      -- without keys.
+      local rest = redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', now, 'WITHSCORES', 'LIMIT', 0, max - #ids)
+      if rest[2] and tonumber(rest[2]) < 0 then rest = due_by_priority(now, max - #ids) end
+      local got = {}
+      for i = 1, #rest, 2 do
+        got[#got + 1] = rest[i]
+        ids[#ids + 1] = rest[i]
+        local sc = rest[i + 1]
+        if string.byte(sc, 1) == 45 then sc = fmt('%d', wait_due(tonumber(sc))) end
+        scores[#scores + 1] = sc
+      end
+      if #got > 0 then
+        redis.call('ZREM', K_WAITING, unpack(got))
+        if lane_dpass < lane_vt then lane_dpass = lane_vt end
+        lane_vt = lane_dpass
+        lane_dpass = lane_dpass + LANE_STRIDE * #got
+        lane_vt_dirty = true
+      end
+      break
+    end
+    local lpass = tonumber(top[2])
+    if lane_dpass < lane_vt then lane_dpass = lane_vt end
+    if ddue and lane_dpass <= lpass then
+      -- The default lane's turn.
+      local id, sc = ddue[1], ddue[2]
+      redis.call('ZREM', K_WAITING, id)
+      ids[#ids + 1] = id
+      if string.byte(sc, 1) == 45 then sc = fmt('%d', wait_due(tonumber(sc))) end
+      scores[#scores + 1] = sc
+      lane_vt = lane_dpass
+      lane_dpass = lane_dpass + LANE_STRIDE
+      lane_vt_dirty = true
+      ddue = nil
+    else
+      local L = lane_get(top[1])
+      local mem = L.nm
+      if mem == nil then mem = lane_first_due(L.fk, now) end
+      if not mem then
+        lane_place(L, now) -- nothing due after all: out of the ready set
+        lane_mark(L)
+      else
+        redis.call('ZREM', K_LWAIT, mem)
+        L.nm = nil
+        local due, id = lane_member_due(mem, L.fk)
+        ids[#ids + 1] = id
+        scores[#scores + 1] = fmt('%d', due)
+        lanes_of[id] = L
+        L.nw = L.nw - 1
+        L.nf = L.nf + 1
+        lane_kw = lane_kw - 1
+        if lpass > lane_vt then lane_vt = lpass end
+        lane_vt_dirty = true
+        L.pass = lpass + LANE_STRIDE / lane_weight(L)
+        if L.held then
+          -- The lane's hold has ended: this job is its one probe.
+          hold_take_probe(L, id)
+          LANE.fresh_probe[id] = true
+          LANE.stats.kprobe = LANE.stats.kprobe + 1
+        end
+        if lane_rmax(L) > 0 then
+          redis.call('ZADD', K_LSTARTS, 0, L.fk .. '\0' .. fmt('%013d', now) .. '\0' .. id)
+        end
+        lane_place(L, now)
+        lane_mark(L)
+      end
+    end
+  end
+  local wake = nil
+  local first = redis.call('ZRANGE', K_LTIMED, 0, 0, 'WITHSCORES')
+  if first[2] then wake = tonumber(first[2]) end
+  return ids, scores, lanes_of, wake
+end
+
+-- Reads a lane for the keys endpoints (keys.lua, control.lua): nil when the
+-- lane has no field.
+local function lane_read(fk)
+  local v = redis.call('HGET', K_LANES, fk)
+  if not v then return nil end
+  return lane_get(fk)
+end

@@ -1,0 +1,338 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/simpleq/simpleqd/internal/config"
+	"github.com/simpleq/simpleqd/internal/store"
+)
+
+// publishKeyed publishes n jobs of lane fk ("" for the default lane).
+func publishKeyed(t *testing.T, s *store.Store, q config.Queue, fk string, n int) []string {
+	t.Helper()
+	jobs := make([]store.NewJob, n)
+	for i := range jobs {
+		jobs[i] = store.NewJob{Payload: json.RawMessage(fmt.Sprintf(`{"lane":%q,"i":%d}`, fk, i)), FlowKey: fk}
+	}
+	res, err := s.Publish(context.Background(), q, jobs)
+	require.NoError(t, err)
+	ids := make([]string, n)
+	for i, r := range res {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// lanesOf counts the claimed jobs per flow key.
+func lanesOf(jobs []store.ClaimedJob) map[string]int {
+	out := map[string]int{}
+	for _, j := range jobs {
+		out[j.FlowKey]++
+	}
+	return out
+}
+
+func settleAll(t *testing.T, s *store.Store, q config.Queue, jobs []store.ClaimedJob, kind store.OutcomeKind, code int, retryAfter time.Duration) []store.Settled {
+	t.Helper()
+	outs := make([]store.Outcome, len(jobs))
+	for i, j := range jobs {
+		outs[i] = store.Outcome{ID: j.ID, Token: j.Token, Kind: kind, StatusCode: code, RetryAfter: retryAfter}
+	}
+	res, err := s.Settle(context.Background(), q, outs)
+	require.NoError(t, err)
+	return res
+}
+
+// A keyed job carries its flow key in the Job and in the claim; counts see
+// keyed jobs like any other.
+func TestLanesPublishCarriesFlowKey(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-basic")
+		key := "tenant \"A\"/ü"
+		ids := publishKeyed(t, s, q, key, 2)
+		j, err := s.GetJob(ctx, q, ids[0])
+		require.NoError(t, err)
+		require.NotNil(t, j.FlowKey)
+		require.Equal(t, key, *j.FlowKey)
+		st, err := s.QueueStatus(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), st.Counts.Pending)
+
+		c, err := s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 2)
+		require.Equal(t, key, c.Jobs[0].FlowKey)
+		require.Equal(t, ids[0], c.Jobs[0].ID, "a lane delivers in order")
+		res := settleAll(t, s, q, c.Jobs, store.OutcomeOK, 200, 0)
+		require.Equal(t, "COMPLETED", res[0].Word)
+		st, err = s.QueueStatus(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, store.Counts{}, st.Counts)
+		// The lane occupies nothing once it has no jobs (keys.md §6).
+		n, err := b.rdb.HLen(ctx, s.Keys(q.Name)[12]).Result()
+		require.NoError(t, err)
+		require.Zero(t, n)
+	})
+}
+
+// keys.md §3: a 429 of lane A holds lane A only; B keeps delivering; after
+// the release exactly one probe goes out from A, and only its success
+// reopens A.
+func TestLanesHoldIsolatesOneLane(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-hold")
+		publishKeyed(t, s, q, "A", 5)
+		publishKeyed(t, s, q, "B", 5)
+
+		c, err := s.Claim(ctx, q, 2)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"A": 1, "B": 1}, lanesOf(c.Jobs), "one of each lane first")
+		var a, bj store.ClaimedJob
+		for _, j := range c.Jobs {
+			if j.FlowKey == "A" {
+				a = j
+			} else {
+				bj = j
+			}
+		}
+		res := settleAll(t, s, q, []store.ClaimedJob{a}, store.OutcomeDefer, 429, 150*time.Millisecond)
+		require.Equal(t, "DEFERRED", res[0].Word)
+		require.False(t, res[0].LaneUntil.IsZero(), "a keyed 429 holds the lane")
+		require.True(t, res[0].BreakerUntil.IsZero())
+		settleAll(t, s, q, []store.ClaimedJob{bj}, store.OutcomeOK, 200, 0)
+
+		st, err := s.QueueStatus(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, store.HoldOpen, st.Hold.State, "the queue stays open")
+		require.Equal(t, int64(1), st.Counts.HeldKeys)
+
+		// While A is held only B's jobs go out.
+		c, err = s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"B": 4}, lanesOf(c.Jobs))
+		settleAll(t, s, q, c.Jobs, store.OutcomeOK, 200, 0)
+
+		b.advance(200 * time.Millisecond)
+		// After the release: exactly one probe from A, the deferred job first.
+		c, err = s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 1)
+		require.Equal(t, a.ID, c.Jobs[0].ID, "the deferred job waits where it was: it is the probe")
+		require.True(t, c.Jobs[0].LaneProbe)
+		require.False(t, c.Jobs[0].Probe, "a lane probe is not the queue's")
+		probe := c.Jobs[0]
+		c, err = s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Empty(t, c.Jobs, "nothing else of A while its probe is out")
+
+		// A failed probe keeps A probing with its next job.
+		settleAll(t, s, q, []store.ClaimedJob{probe}, store.OutcomeFail, 500, 0)
+		c, err = s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 1)
+		require.True(t, c.Jobs[0].LaneProbe)
+		// Its success reopens the lane: the rest goes out together.
+		settleAll(t, s, q, c.Jobs, store.OutcomeOK, 200, 0)
+		st, err = s.QueueStatus(ctx, q)
+		require.NoError(t, err)
+		require.Zero(t, st.Counts.HeldKeys)
+		b.advance(30 * time.Millisecond) // the failed probe's backoff (20 ms)
+		c, err = s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"A": 4}, lanesOf(c.Jobs))
+		for _, j := range c.Jobs {
+			require.False(t, j.LaneProbe)
+		}
+	})
+}
+
+// keys.md §1 and §3: holdScope queue makes a keyed 429 hold the whole
+// queue, as the seed does; a job without a key always holds the queue.
+func TestLanesHoldScopeQueue(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-scope")
+		q.FlowKeys.HoldScope = "queue"
+		publishKeyed(t, s, q, "A", 1)
+		publishKeyed(t, s, q, "B", 1)
+		c, err := s.Claim(ctx, q, 1)
+		require.NoError(t, err)
+		res := settleAll(t, s, q, c.Jobs, store.OutcomeDefer, 429, time.Minute)
+		require.True(t, res[0].LaneUntil.IsZero())
+		st, err := s.QueueStatus(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, store.HoldHeld, st.Hold.State)
+		c, err = s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Equal(t, store.Held, c.Word)
+
+		q2 := queue("lanes-default")
+		publishKeyed(t, s, q2, "", 1)
+		publishKeyed(t, s, q2, "B", 1)
+		c, err = s.Claim(ctx, q2, 2)
+		require.NoError(t, err)
+		for _, j := range c.Jobs {
+			if j.FlowKey == "" {
+				res = settleAll(t, s, q2, []store.ClaimedJob{j}, store.OutcomeDefer, 503, time.Minute)
+				require.True(t, res[0].LaneUntil.IsZero(), "the default lane's backpressure holds the queue")
+			}
+		}
+		st, err = s.QueueStatus(ctx, q2)
+		require.NoError(t, err)
+		require.Equal(t, store.HoldHeld, st.Hold.State)
+	})
+}
+
+// keys.md §4: lanes that can start share the claim in round-robin order,
+// the default lane among them, whatever the backlog of one.
+func TestLanesFairShares(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-fair")
+		q.Concurrency = 1000
+		publishKeyed(t, s, q, "flood", 300)
+		publishKeyed(t, s, q, "light", 20)
+		publishKeyed(t, s, q, "", 20)
+		starts := map[string]int{}
+		for round := 0; round < 6; round++ {
+			c, err := s.Claim(ctx, q, 10)
+			require.NoError(t, err)
+			for k, n := range lanesOf(c.Jobs) {
+				starts[k] += n
+			}
+			// Over any stretch, |startsA - startsB| <= claimBatch + 1.
+			require.LessOrEqual(t, abs(starts["flood"]-starts["light"]), 11, "round %d: %v", round, starts)
+			require.LessOrEqual(t, abs(starts["flood"]-starts[""]), 11, "round %d: %v", round, starts)
+		}
+		require.Equal(t, 20, starts["light"])
+		require.Equal(t, 20, starts[""])
+		// Work-conserving: once the light lanes are empty the flood takes it all.
+		c, err := s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"flood": 10}, lanesOf(c.Jobs))
+	})
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// keys.md §2: flowKeys.concurrency caps each lane fleet-wide while the
+// other lanes use the rest; a lane's rate limit holds it back on its own.
+func TestLanesLimits(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-limits")
+		q.Concurrency = 8
+		q.FlowKeys.Concurrency = 2
+		publishKeyed(t, s, q, "A", 10)
+		publishKeyed(t, s, q, "B", 10)
+		c, err := s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"A": 2, "B": 2}, lanesOf(c.Jobs))
+		c2, err := s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Empty(t, c2.Jobs, "both lanes are at their cap")
+		// One of A's slots frees: A, and only A, gets one more.
+		settleAll(t, s, q, c.Jobs[:1], store.OutcomeOK, 200, 0)
+		c2, err = s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Len(t, c2.Jobs, 1)
+		require.Equal(t, c.Jobs[0].FlowKey, c2.Jobs[0].FlowKey)
+
+		r := queue("lanes-rate")
+		r.FlowKeys.RateLimitMax = 2
+		r.FlowKeys.RateLimitWindow = 150 * time.Millisecond
+		publishKeyed(t, s, r, "A", 5)
+		publishKeyed(t, s, r, "B", 1)
+		c, err = s.Claim(ctx, r, 10)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"A": 2, "B": 1}, lanesOf(c.Jobs))
+		require.GreaterOrEqual(t, c.WakeIn, time.Duration(0), "the rate window's end is a wake-up")
+		settleAll(t, s, r, c.Jobs, store.OutcomeOK, 200, 0)
+		c, err = s.Claim(ctx, r, 10)
+		require.NoError(t, err)
+		require.Empty(t, c.Jobs)
+		b.advance(200 * time.Millisecond)
+		c, err = s.Claim(ctx, r, 10)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"A": 2}, lanesOf(c.Jobs))
+	})
+}
+
+// Within a lane: priority first, then due time; delayed jobs wake the lane;
+// a cancelled keyed job leaves its lane.
+func TestLanesPriorityDelayCancel(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-order")
+		res, err := s.Publish(ctx, q, []store.NewJob{
+			{Payload: json.RawMessage(`{"n":1}`), FlowKey: "A"},
+			{Payload: json.RawMessage(`{"n":2}`), FlowKey: "A", Priority: 5},
+			{Payload: json.RawMessage(`{"n":3}`), FlowKey: "A", Priority: 9, Delay: 100 * time.Millisecond},
+			{Payload: json.RawMessage(`{"n":4}`), FlowKey: "A"},
+		})
+		require.NoError(t, err)
+		_, err = s.Cancel(ctx, q, res[3].ID, "")
+		require.NoError(t, err)
+		c, err := s.Claim(ctx, q, 1)
+		require.NoError(t, err)
+		require.Equal(t, res[1].ID, c.Jobs[0].ID, "priority 5 first; the delayed 9 is not due")
+		c, err = s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 1)
+		require.Equal(t, res[0].ID, c.Jobs[0].ID)
+		require.Greater(t, c.WakeIn, time.Duration(0))
+		require.LessOrEqual(t, c.WakeIn, 100*time.Millisecond, "the delayed job is the lane's wake-up")
+		b.advance(120 * time.Millisecond)
+		c, err = s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 1)
+		require.Equal(t, res[2].ID, c.Jobs[0].ID)
+		st, err := s.QueueStatus(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, int64(0), st.Counts.Pending)
+		require.Equal(t, int64(3), st.Counts.Processing)
+	})
+}
+
+// A keyed job whose lifetime ends while its lane is held dies on time.
+func TestLanesLifetimeEndsInHeldLane(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-life")
+		q.JobLifetime = 150 * time.Millisecond
+		ids := publishKeyed(t, s, q, "A", 3)
+		c, err := s.Claim(ctx, q, 1)
+		require.NoError(t, err)
+		settleAll(t, s, q, c.Jobs, store.OutcomeDefer, 429, time.Minute)
+		b.advance(200 * time.Millisecond)
+		c, err = s.Claim(ctx, q, 10) // housekeeping ends the lifetimes
+		require.NoError(t, err)
+		require.Empty(t, c.Jobs)
+		for _, id := range ids[1:] {
+			j, err := s.GetJob(ctx, q, id)
+			require.NoError(t, err)
+			require.Equal(t, store.StatusDead, j.Status)
+			require.Equal(t, "lifetime_exceeded", *j.DeadReason)
+		}
+	})
+}
