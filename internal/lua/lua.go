@@ -42,10 +42,12 @@ const (
 	// per-minute statistics (control.md §4, docs/control.md).
 	Lists = "lists"
 	Stats = "stats"
+	// Keys reads and changes a queue's lanes (flow keys, keys.md §2-§5).
+	Keys = "keys"
 )
 
 // All lists every script, so start-up can load each one before serving.
-var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, QueueDef, QueueDrop, Registry, Cancel, Schedule, SchedIndex, Lists, Stats}
+var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, QueueDef, QueueDrop, Registry, Cancel, Schedule, SchedIndex, Lists, Stats, Keys}
 
 // prelude lists the files prepended to every script, in order: lib.lua
 // (keys, parameters, the job transitions), hold.lua (the hold machine, for

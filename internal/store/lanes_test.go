@@ -336,3 +336,84 @@ func TestLanesLifetimeEndsInHeldLane(t *testing.T) {
 		}
 	})
 }
+
+// keys.md §2 and §5: overrides are shared by the fleet (they live in
+// Redis), weights shape the shares, a lane can be resumed, and the keys
+// endpoints list lanes by state.
+func TestLanesOverridesAndLists(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-keys")
+		q.Concurrency = 1000
+		_, err := s.GetKey(ctx, q, "nobody")
+		require.ErrorIs(t, err, store.ErrNotFound, "an empty lane occupies nothing")
+
+		three := 3
+		k, err := s.PutKey(ctx, q, "heavy", store.KeyOverride{Weight: &three})
+		require.NoError(t, err)
+		require.Equal(t, 3, k.Weight)
+		require.Equal(t, &three, k.Overridden.Weight)
+		publishKeyed(t, s, q, "heavy", 60)
+		publishKeyed(t, s, q, "light", 60)
+		starts := map[string]int{}
+		for i := 0; i < 4; i++ {
+			c, err := s.Claim(ctx, q, 10)
+			require.NoError(t, err)
+			for k, n := range lanesOf(c.Jobs) {
+				starts[k] += n
+			}
+		}
+		require.InDelta(t, 30, starts["heavy"], 2, "weight 3 takes three starts for one: %v", starts)
+		require.InDelta(t, 10, starts["light"], 2, "%v", starts)
+
+		one := 1
+		_, err = s.PutKey(ctx, q, "light", store.KeyOverride{Concurrency: &one})
+		require.NoError(t, err)
+		k, err = s.GetKey(ctx, q, "light")
+		require.NoError(t, err)
+		require.Equal(t, 1, k.Concurrency)
+		require.Equal(t, int64(starts["light"]), k.Counts.Processing)
+		require.Equal(t, int64(60-starts["light"]), k.Counts.Pending)
+		c, err := s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Zero(t, lanesOf(c.Jobs)["light"], "light is over its new cap")
+
+		// Hold "held" with a 429 and list by state.
+		c, err = s.Claim(ctx, q, 1)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 1)
+		settleAll(t, s, q, c.Jobs, store.OutcomeDefer, 429, time.Hour)
+		held, next, err := s.ListKeys(ctx, q, store.KeyHeld, "", 10)
+		require.NoError(t, err)
+		require.Empty(t, next)
+		require.Len(t, held, 1)
+		require.Equal(t, "heavy", held[0].FlowKey)
+		require.Equal(t, store.HoldHeld, held[0].Hold.State)
+		active, _, err := s.ListKeys(ctx, q, store.KeyActive, "", 10)
+		require.NoError(t, err)
+		require.Len(t, active, 1)
+		require.Equal(t, "light", active[0].FlowKey)
+		all, _, err := s.ListKeys(ctx, q, store.KeyAll, "", 10)
+		require.NoError(t, err)
+		require.Len(t, all, 2)
+
+		// Resume: the lane goes to probing at once; one probe goes out.
+		k, err = s.ResumeKey(ctx, q, "heavy")
+		require.NoError(t, err)
+		require.Equal(t, store.HoldProbing, k.Hold.State)
+		probing, _, err := s.ListKeys(ctx, q, store.KeyProbing, "", 10)
+		require.NoError(t, err)
+		require.Len(t, probing, 1)
+		c, err = s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"heavy": 1}, lanesOf(c.Jobs))
+		require.True(t, c.Jobs[0].LaneProbe)
+
+		// Removing the override puts the queue's settings back.
+		k, err = s.DeleteKey(ctx, q, "light")
+		require.NoError(t, err)
+		require.Nil(t, k.Overridden.Concurrency)
+		require.Equal(t, 0, k.Concurrency)
+	})
+}
