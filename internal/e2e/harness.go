@@ -57,7 +57,8 @@ func Binary(t testing.TB) string {
 	return binPath
 }
 
-// Daemon is one simpleqd process.
+// Daemon is one simpleqd process, or one daemon inside the test process
+// (StartInProcess).
 type Daemon struct {
 	t       testing.TB
 	URL     string
@@ -66,6 +67,8 @@ type Daemon struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	exit    error
+	// inproc is set for a daemon inside the test process.
+	inproc *inProcess
 }
 
 // DaemonConfig is the YAML a test daemon runs with; %REDIS% and %LISTEN% are filled in.
@@ -88,30 +91,13 @@ type DaemonConfig struct {
 func StartDaemon(t testing.TB, c DaemonConfig) *Daemon {
 	t.Helper()
 	dir := t.TempDir()
-	if c.LogLevel == "" {
-		c.LogLevel = "debug"
-	}
-	redisYAML := fmt.Sprintf("addr: %q", c.RedisAddr)
-	if len(c.RedisAddrs) > 0 {
-		redisYAML = fmt.Sprintf("addrs: [%s]", strings.Join(c.RedisAddrs, ", "))
-	}
-	if c.RedisYAML != "" {
-		redisYAML = strings.ReplaceAll(strings.TrimRight(c.RedisYAML, "\n"), "\n", "\n  ")
-	}
 	path := filepath.Join(dir, "simpleqd.yaml")
 	d := &Daemon{t: t, Config: path, LogPath: filepath.Join(dir, "simpleqd.log"), done: make(chan struct{})}
 	// A port FreePort found free can still be taken before the daemon binds
 	// it (rarely: see FreePort); then the daemon gets another one.
 	for try := 1; ; try++ {
 		port := redistest.FreePort(t)
-		// A short lame duck: a stop waits it out, and no load balancer
-		// has to leave these daemons (a test that wants one sets it).
-		lameDuck := "lameDuck: 100ms\n"
-		if strings.Contains(c.YAML, "lameDuck:") {
-			lameDuck = ""
-		}
-		cfg := fmt.Sprintf("redis:\n  %s\nhttp:\n  listen: 127.0.0.1:%d\nlog:\n  level: %s\n%s%s\n", redisYAML, port, c.LogLevel, lameDuck, c.YAML)
-		require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+		require.NoError(t, os.WriteFile(path, []byte(c.file("127.0.0.1:"+strconv.Itoa(port))), 0o600))
 		d.URL = "http://127.0.0.1:" + strconv.Itoa(port)
 		if d.start(c.Env, try < 3) {
 			break
@@ -129,6 +115,28 @@ func StartDaemon(t testing.TB, c DaemonConfig) *Daemon {
 		}
 	})
 	return d
+}
+
+// file is the configuration file for c, the API listening on listen.
+func (c DaemonConfig) file(listen string) string {
+	level := c.LogLevel
+	if level == "" {
+		level = "debug"
+	}
+	redisYAML := fmt.Sprintf("addr: %q", c.RedisAddr)
+	if len(c.RedisAddrs) > 0 {
+		redisYAML = fmt.Sprintf("addrs: [%s]", strings.Join(c.RedisAddrs, ", "))
+	}
+	if c.RedisYAML != "" {
+		redisYAML = strings.ReplaceAll(strings.TrimRight(c.RedisYAML, "\n"), "\n", "\n  ")
+	}
+	// A short lame duck: a stop waits it out, and no load balancer has to
+	// leave these daemons (a test that wants one sets it).
+	lameDuck := "lameDuck: 100ms\n"
+	if strings.Contains(c.YAML, "lameDuck:") {
+		lameDuck = ""
+	}
+	return fmt.Sprintf("redis:\n  %s\nhttp:\n  listen: %s\nlog:\n  level: %s\n%s%s\n", redisYAML, listen, level, lameDuck, c.YAML)
 }
 
 // start runs the daemon and waits until it is ready. With retryBind, a
@@ -177,17 +185,31 @@ func (d *Daemon) start(env []string, retryBind bool) bool {
 }
 
 // Restart starts the same daemon again after Kill or Stop.
-func (d *Daemon) Restart() { d.t.Helper(); d.start(nil, false) }
+func (d *Daemon) Restart() {
+	d.t.Helper()
+	if d.inproc != nil {
+		d.t.Fatal("Restart needs a daemon process (StartDaemon), not StartInProcess")
+	}
+	d.start(nil, false)
+}
 
 // Signal sends sig to the daemon process.
 func (d *Daemon) Signal(sig syscall.Signal) {
+	if d.inproc != nil {
+		d.t.Fatalf("Signal(%s) needs a daemon process (StartDaemon), not StartInProcess", sig)
+	}
 	if d.cmd != nil && d.cmd.Process != nil {
 		_ = d.cmd.Process.Signal(sig)
 	}
 }
 
-// Kill ends the daemon abruptly (SIGKILL), as a crash would, and waits.
+// Kill ends the daemon abruptly (SIGKILL), as a crash would, and waits. An
+// in-process daemon cannot crash: it stops, gracefully.
 func (d *Daemon) Kill() {
+	if d.inproc != nil {
+		d.inproc.stop()
+		return
+	}
 	d.Signal(syscall.SIGCONT)
 	d.Signal(syscall.SIGKILL)
 	<-d.done
@@ -196,7 +218,11 @@ func (d *Daemon) Kill() {
 // Stop sends SIGTERM and returns the exit code once the daemon has exited.
 func (d *Daemon) Stop(within time.Duration) int {
 	d.t.Helper()
-	d.Signal(syscall.SIGTERM)
+	if d.inproc != nil {
+		d.inproc.cancel()
+	} else {
+		d.Signal(syscall.SIGTERM)
+	}
 	select {
 	case <-d.done:
 	case <-time.After(within):
