@@ -284,7 +284,7 @@ func bpStart(t *testing.T, n int, redisAddr string, queues ...string) []*Daemon 
 	yaml := "shutdownGrace: 1s\nqueues:\n" + strings.Join(queues, "")
 	ds := make([]*Daemon, n)
 	for i := range ds {
-		ds[i] = StartDaemon(t, DaemonConfig{RedisAddr: redisAddr, YAML: yaml})
+		ds[i] = StartInProcess(t, DaemonConfig{RedisAddr: redisAddr, YAML: yaml})
 	}
 	return ds
 }
