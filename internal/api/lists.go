@@ -26,6 +26,12 @@ type JobLister interface {
 	ListJobs(ctx context.Context, q config.Queue, st store.Status, limit int, cursor string) ([]*store.Job, string, error)
 }
 
+// KeyedJobLister lists one lane's jobs (keys.md §5: a lane's jobs), the
+// jobs published with one flow key.
+type KeyedJobLister interface {
+	ListJobsByKey(ctx context.Context, q config.Queue, st store.Status, flowKey string, limit int, cursor string) ([]*store.Job, string, error)
+}
+
 // StatsReader reads a queue's per-minute statistics on Redis' clock.
 type StatsReader interface {
 	// Stats covers [since, until); zero times mean the last hour.
@@ -84,13 +90,16 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := jobPageJSON{Jobs: []jobJSON{}}
-	if hasFlowKey {
-		// No job carries a flow key before issue 23: the filtered list is
-		// empty (keys.md; docs/control.md).
-		s.respond(w, r, http.StatusOK, out)
+	var jobs []*store.Job
+	var next string
+	if keyed, ok := lister.(KeyedJobLister); ok && hasFlowKey {
+		jobs, next, err = keyed.ListJobsByKey(r.Context(), q, st, flowKey, limit, cursor)
+	} else if hasFlowKey {
+		writeError(w, http.StatusNotImplemented, "Job lists by flow key are not available on this backend")
 		return
+	} else {
+		jobs, next, err = lister.ListJobs(r.Context(), q, st, limit, cursor)
 	}
-	jobs, next, err := lister.ListJobs(r.Context(), q, st, limit, cursor)
 	if err != nil {
 		var ce *store.InvalidCursorError
 		if errors.As(err, &ce) {

@@ -26,6 +26,13 @@ func (f *fakeBackend) ListJobs(_ context.Context, q config.Queue, st store.Statu
 	return []*store.Job{j}, "next-page", nil
 }
 
+// ListJobsByKey makes the fake backend a KeyedJobLister; the flow key is
+// recorded as the call's one id.
+func (f *fakeBackend) ListJobsByKey(ctx context.Context, q config.Queue, st store.Status, flowKey string, limit int, cursor string) ([]*store.Job, string, error) {
+	f.record(adminCall{Method: "ListJobsByKey", Queue: q.Name, Limit: limit, Cursor: cursor, IDs: []string{flowKey}, Reason: string(st)})
+	return nil, "", nil
+}
+
 func (f *fakeBackend) Stats(_ context.Context, q config.Queue, since, until time.Time) (store.Stats, error) {
 	f.record(adminCall{Method: "Stats", Queue: q.Name})
 	b := store.StatsBucket{Start: t0.Truncate(time.Minute), HeldMS: 1500,
@@ -54,11 +61,12 @@ func TestListJobsAnswers(t *testing.T) {
 	h.get(t, "/v1/queues/emails/jobs?status=dead")
 	require.Equal(t, 100, h.backend.adminCalls()[1].Limit)
 
-	// A flow key filter answers an empty page until flow keys exist.
+	// A flow key filter lists that lane's jobs (keys.md §5).
 	w = h.get(t, "/v1/queues/emails/jobs?status=pending&flowKey=tenant-a")
 	require.Equal(t, http.StatusOK, w.Code)
-	require.JSONEq(t, `{"jobs":[],"nextCursor":null}`, w.Body.String())
-	require.Len(t, h.backend.adminCalls(), 2)
+	require.Len(t, h.backend.adminCalls(), 3)
+	require.Equal(t, adminCall{Method: "ListJobsByKey", Queue: "emails", Limit: 100, IDs: []string{"tenant-a"}, Reason: "pending"},
+		h.backend.adminCalls()[2])
 
 	w = h.get(t, "/v1/queues/nope/jobs?status=pending")
 	requireError(t, w, http.StatusNotFound, "Queue 'nope' not found")

@@ -8,6 +8,13 @@ import (
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
+// ListJobsByKey lists one lane's jobs (keys.md §5).
+func (b backend) ListJobsByKey(ctx context.Context, q config.Queue, st store.Status, flowKey string, limit int, cursor string) ([]*store.Job, string, error) {
+	ctx, cancel := apiCtx(ctx)
+	defer cancel()
+	return b.d.store.ListJobsByKey(ctx, q, st, flowKey, limit, cursor)
+}
+
 // ListJobs serves GET /v1/queues/{queue}/jobs (api.JobLister): one page of
 // a queue's jobs by status, read from Redis in one script call.
 func (b backend) ListJobs(ctx context.Context, q config.Queue, st store.Status, limit int, cursor string) ([]*store.Job, string, error) {

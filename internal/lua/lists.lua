@@ -14,6 +14,12 @@
 --   dead          D  K_DEAD descending (death time)
 -- K_WAITING's order is the delivery order (lib.lua wait_score: highest
 -- priority first, then due time).
+-- Keyed jobs (flow keys, keys.md) wait in K_LWAIT instead: pending and
+-- processing walk it after K_WAITING (phase L, lexicographic: by flow key,
+-- then the lane's delivery order). With a flow key filter (ARGV[ARG0 + 8])
+-- pending and retries read only that lane's range of K_LWAIT, O(log n +
+-- limit); the other sets are walked as without it and each record's flow
+-- key is compared, within the same bounded scan.
 --
 -- A page costs O(log n + scan) whatever the backlog: the cursor's position is
 -- one ZRANK (or, when its job has moved, one ZCOUNT of the cursor's score),
@@ -24,23 +30,30 @@
 --
 -- KEYS: the queue keys of lib.lua.
 -- ARGV[1..19]: queue parameters (lib.lua; unused).
--- ARGV[20] status; ARGV[21] phase ("" for the first page); ARGV[22] cursor
---   score; ARGV[23] cursor member; ARGV[24] limit; ARGV[25] scan; ARGV[26]
---   bytes.
+-- ARGV[ARG0 + 1] status; + 2 phase ("" for the first page); + 3 cursor
+--   score; + 4 cursor member; + 5 limit; + 6 scan; + 7 bytes; + 8 flow key
+--   ("" for every lane).
 -- Returns {next phase ("" after the last page), next score, next member,
 --   then per job 4 values: id, record, lease token ("" if none), history}.
 local status, phase = ARGV[ARG0 + 1], ARGV[ARG0 + 2]
 local cur_score, cur_member = ARGV[ARG0 + 3], ARGV[ARG0 + 4]
 local limit, scan, bytes = tonumber(ARGV[ARG0 + 5]), tonumber(ARGV[ARG0 + 6]), tonumber(ARGV[ARG0 + 7])
+local want_fk = ARGV[ARG0 + 8] or ''
+local lane_lo = want_fk .. '\0' -- the filtered lane's members start with it
 
-local SETS = { W = K_WAITING, I = K_INFLIGHT, P = K_PURGE, D = K_DEAD }
+local SETS = { W = K_WAITING, I = K_INFLIGHT, P = K_PURGE, D = K_DEAD, L = K_LWAIT }
 local PHASES = {
-  pending = { { 'W', 'p' } },
-  processing = { { 'I', 'f' }, { 'W', 'r' } },
+  pending = { { 'W', 'p' }, { 'L', 'p' } },
+  processing = { { 'I', 'f' }, { 'W', 'r' }, { 'L', 'r' } },
   awaiting_ack = { { 'I', 'w' } },
   completed = { { 'P', 'c' } },
   dead = { { 'D', 'd' } },
 }
+if want_fk ~= '' then
+  -- A lane's waiting jobs are all in K_LWAIT.
+  PHASES.pending = { { 'L', 'p' } }
+  PHASES.processing = { { 'I', 'f' }, { 'L', 'r' } }
+end
 local DESC = { P = true, D = true }
 
 local phases = PHASES[status]
@@ -58,6 +71,16 @@ end
 -- whether entries at that rank may still be at or before the cursor (the
 -- cursor's job has moved: skip those of its score up to its member).
 local function start_rank(key, desc)
+  if key == K_LWAIT then
+    -- All scores 0: positions are lexicographic.
+    if cur_member == '' then
+      if want_fk == '' then return 0, false end
+      return redis.call('ZLEXCOUNT', K_LWAIT, '-', '(' .. lane_lo), false
+    end
+    local r = redis.call('ZRANK', K_LWAIT, cur_member)
+    if r then return r + 1, false end
+    return redis.call('ZLEXCOUNT', K_LWAIT, '-', '(' .. cur_member), false
+  end
   if cur_member == '' then return 0, false end
   local s = redis.call('ZSCORE', key, cur_member)
   if s and s == cur_score then
@@ -84,8 +107,17 @@ while pi <= #phases do
     entries = redis.call('ZRANGE', key, from, from + want_n - 1, 'WITHSCORES')
   end
   local stopped = false
+  local lane_end = false
   for i = 1, #entries, 2 do
     local id, score = entries[i], entries[i + 1]
+    local member = id
+    if set == 'L' then
+      if want_fk ~= '' and string.sub(id, 1, #lane_lo) ~= lane_lo then
+        lane_end = true -- past the filtered lane
+        break
+      end
+      id = string.match(id, '%z([^%z]*)$')
+    end
     local before = false
     if skipping then
       if score == cur_score and ((desc and id >= cur_member) or (not desc and id <= cur_member)) then
@@ -105,7 +137,7 @@ while pi <= #phases do
       break
     end
     read = read + 1
-    last_score, last_member = score, id
+    last_score, last_member = score, member
     if not before and id ~= PLACEHOLDER then
       local rec = redis.call('HGET', K_JOBS, id)
       if rec then
@@ -115,6 +147,11 @@ while pi <= #phases do
         if set == 'I' and st ~= 'w' then
           lease = redis.call('HGET', K_LEASES, id) or ''
           if lease ~= '' then st = 'f' end
+        end
+        if st == want and want_fk ~= '' and set ~= 'L' then
+          -- Another set than the lane's own: compare the record's flow key.
+          local m = split_record(rec)
+          if m.fk ~= want_fk then st = '' end
         end
         if st == want then
           used = used + size
@@ -127,7 +164,8 @@ while pi <= #phases do
       end
     end
   end
-  if stopped or read >= scan then
+  if lane_end then stopped = false end
+  if (stopped or read >= scan) and not lane_end then
     if last_member then
       out[1], out[2], out[3] = set, last_score, last_member
     else

@@ -417,3 +417,56 @@ func TestLanesOverridesAndLists(t *testing.T) {
 		require.Equal(t, 0, k.Concurrency)
 	})
 }
+
+// control.md §4 with keys.md: job lists see keyed jobs, and a flow key
+// filter lists one lane, paging through its range of the keyed set.
+func TestLanesJobLists(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-lists")
+		plain := publishKeyed(t, s, q, "", 2)
+		a := publishKeyed(t, s, q, "A", 3)
+		bs := publishKeyed(t, s, q, "B", 2)
+		all, next, err := s.ListJobs(ctx, q, store.StatusPending, 100, "")
+		require.NoError(t, err)
+		require.Empty(t, next)
+		require.Len(t, all, 7)
+		require.Equal(t, plain[0], all[0].ID, "the default lane first, then lane by lane")
+
+		var got []string
+		cursor := ""
+		for i := 0; i < 5; i++ {
+			page, nx, err := s.ListJobsByKey(ctx, q, store.StatusPending, "A", 2, cursor)
+			require.NoError(t, err)
+			for _, j := range page {
+				got = append(got, j.ID)
+				require.Equal(t, "A", *j.FlowKey)
+			}
+			if nx == "" {
+				break
+			}
+			cursor = nx
+		}
+		require.Equal(t, a, got, "lane A's jobs in its delivery order, over pages")
+		_, _, err = s.ListJobsByKey(ctx, q, store.StatusPending, "B", 2, cursor)
+		require.Error(t, err, "a cursor of lane A is not lane B's")
+
+		// In flight and dead jobs of one lane.
+		c, err := s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 7)
+		inflight, _, err := s.ListJobsByKey(ctx, q, store.StatusProcessing, "B", 10, "")
+		require.NoError(t, err)
+		require.Len(t, inflight, 2)
+		for _, j := range c.Jobs {
+			if j.FlowKey == "B" {
+				_, err := s.Settle(ctx, q, []store.Outcome{{ID: j.ID, Token: j.Token, Kind: store.OutcomeFail, StatusCode: 500}})
+				require.NoError(t, err)
+			}
+		}
+		retrying, _, err := s.ListJobsByKey(ctx, q, store.StatusProcessing, "B", 10, "")
+		require.NoError(t, err)
+		require.ElementsMatch(t, bs, []string{retrying[0].ID, retrying[1].ID}, "retries wait in the lane")
+	})
+}

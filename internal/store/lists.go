@@ -38,6 +38,15 @@ const (
 // and a page ends early at MaxJobsPageBytes. Jobs that move while a client
 // pages may be missed or seen twice, as with any cursor over live data.
 func (s *Store) ListJobs(ctx context.Context, q config.Queue, st Status, limit int, cursor string) ([]*Job, string, error) {
+	return s.ListJobsByKey(ctx, q, st, "", limit, cursor)
+}
+
+// ListJobsByKey is ListJobs of one lane (flow key; "" for every lane):
+// its pending jobs and retries are read from the lane's range of the
+// keyed waiting set, O(log n + limit) per page; for the other statuses
+// each job's flow key is compared within the same bounded scan, so a page
+// of a rare key may hold few jobs while its cursor goes on.
+func (s *Store) ListJobsByKey(ctx context.Context, q config.Queue, st Status, flowKey string, limit int, cursor string) ([]*Job, string, error) {
 	if limit <= 0 {
 		limit = DefaultJobsPage
 	}
@@ -50,8 +59,11 @@ func (s *Store) ListJobs(ctx context.Context, q config.Queue, st Status, limit i
 		if c, err = decodeJobsCursor(q.Name, st, cursor); err != nil {
 			return nil, "", err
 		}
+		if c.phase == "L" && flowKey != "" && c.member != "" && !strings.HasPrefix(c.member, flowKey+"\x00") {
+			return nil, "", &InvalidCursorError{Cursor: cursor, Reason: "cursor belongs to another flow key"}
+		}
 	}
-	args := append(s.params(q, 7), string(st), c.phase, c.score, c.member, limit, limit+jobsScanExtra, MaxJobsPageBytes)
+	args := append(s.params(q, 8), string(st), c.phase, c.score, c.member, limit, limit+jobsScanExtra, MaxJobsPageBytes, flowKey)
 	res, err := s.run(ctx, lua.Lists, q, args)
 	if err != nil {
 		return nil, "", fmt.Errorf("list %s jobs of queue %s: %w", st, q.Name, err)
@@ -94,7 +106,7 @@ func (c jobsCursor) encode() string {
 
 // listPhases are the sorted sets lists.lua walks for each status, in order.
 var listPhases = map[Status]string{
-	StatusPending: "W", StatusProcessing: "IW", StatusAwaitingAck: "I", StatusCompleted: "P", StatusDead: "D",
+	StatusPending: "WL", StatusProcessing: "IWL", StatusAwaitingAck: "I", StatusCompleted: "P", StatusDead: "D",
 }
 
 // ListableStatus reports whether ListJobs can list st (every API status).
@@ -124,10 +136,19 @@ func decodeJobsCursor(queue string, st Status, s string) (jobsCursor, error) {
 		if _, err := strconv.ParseFloat(c.score, 64); err != nil && c.score != "inf" {
 			return bad("not a cursor returned by this endpoint")
 		}
+		id := c.member
+		if c.phase == "L" {
+			// A keyed waiting job's member: flow key, NUL, order, NUL, id.
+			i := strings.LastIndexByte(id, 0)
+			if i < 0 {
+				return bad("not a cursor returned by this endpoint")
+			}
+			id = id[i+1:]
+		}
 		// The in-flight set's placeholder is the only member that is no job id.
-		if q, ok := QueueOfJob(c.member); ok && q != queue {
+		if q, ok := QueueOfJob(id); ok && q != queue {
 			return bad("cursor belongs to another queue")
-		} else if !ok && !strings.HasPrefix(c.member, "~") {
+		} else if !ok && !strings.HasPrefix(id, "~") {
 			return bad("not a cursor returned by this endpoint")
 		}
 	}
