@@ -88,6 +88,11 @@ func LoadZone(name string) (*time.Location, error) {
 	return l, nil
 }
 
+// Every is the interval of an @every schedule, 0 for any other: the
+// scheduler's script computes such a schedule's ticks itself (tick + k *
+// interval, as Latest does), with no round trip to a daemon per tick.
+func (t *Timing) Every() time.Duration { return t.every }
+
 // Next is the first tick strictly after t.
 func (t *Timing) Next(after time.Time) time.Time {
 	return t.sched.Next(after.In(t.loc)).UTC()

@@ -16,6 +16,10 @@
 --               daemon's settle does not overwrite a lowering it did not see.
 -- KEYS[3] K_IDS HASH schedule id -> its queue (ids are unique fleet-wide,
 --               and GET /v1/schedules/{id} names no queue).
+-- K_IDX and K_VER also hold lib.lua's PLACEHOLDER (score +inf, version ""),
+-- so that they are a skiplist and a hash table rather than listpacks, where
+-- a take or a settle of 100 queues would scan the list once per queue (see
+-- schedule.lua). It is never a queue (no queue name has a space) nor due.
 -- ARGV[1]: the operation, then its arguments. Returns what each operation
 -- names after its arrow:
 --   lower queue t      before a change that may make the queue's earliest
@@ -25,13 +29,14 @@
 --                      score becomes now + lease ms, so one daemon looks at
 --                      it and another does only if that one died.
 --                      -> {wake ms (-1: nothing indexed), queue1, version1, ...}
---   settle queue version earliest
---                      after a firing round: the version unchanged since
---                      take, the score becomes earliest ("" removes the
---                      queue); otherwise (a lower came meanwhile) it becomes
---                      min(score, earliest). Version "-": a queue the
---                      daemon does not know; earliest is then a delay in
---                      ms until the queue is looked at again. -> "OK"
+--   settle queue version earliest [queue version earliest ...]
+--                      after a firing round, for each queue of it (one call
+--                      per round, not per queue): the version unchanged
+--                      since take, the score becomes earliest ("" removes
+--                      the queue); otherwise (a lower came meanwhile) it
+--                      becomes min(score, earliest). Version "-": a queue
+--                      the daemon does not know; earliest is then a delay
+--                      in ms until the queue is looked at again. -> "OK"
 --   claimid id queue [old]
 --                      record the id's queue; an id held by another queue
 --                      is answered with that queue's name, unless old
@@ -43,7 +48,7 @@ local op = ARGV[1]
 
 local function wake_in(now)
   local first = redis.call('ZRANGE', K_IDX, 0, 0, 'WITHSCORES')
-  if not first[2] then return -1 end
+  if not first[2] or first[1] == PLACEHOLDER then return -1 end
   local w = tonumber(first[2]) - now
   if w < 0 then w = 0 end
   return w
@@ -51,6 +56,8 @@ end
 
 if op == 'lower' then
   local q, t = ARGV[2], tonumber(ARGV[3])
+  redis.call('ZADD', K_IDX, 'NX', '+inf', PLACEHOLDER)
+  redis.call('HSETNX', K_VER, PLACEHOLDER, '')
   local cur = redis.call('ZSCORE', K_IDX, q)
   if not cur or t < tonumber(cur) then redis.call('ZADD', K_IDX, fmt('%d', t), q) end
   redis.call('HINCRBY', K_VER, q, 1)
@@ -79,23 +86,27 @@ if op == 'take' then
 end
 
 if op == 'settle' then
-  local q, ver, e = ARGV[2], ARGV[3], ARGV[4]
-  if ver == '-' then
-    -- The daemon does not know the queue (deleted, or a rolling change):
-    -- look again in e ms rather than at every lease's end.
-    redis.call('ZADD', K_IDX, 'XX', fmt('%d', now_ms() + tonumber(e)), q)
-    return 'OK'
-  end
-  local cur = redis.call('HGET', K_VER, q) or '0'
-  if cur == ver then
-    if e == '' then
-      redis.call('ZREM', K_IDX, q)
+  local now
+  for b = 2, #ARGV - 2, 3 do
+    local q, ver, e = ARGV[b], ARGV[b + 1], ARGV[b + 2]
+    if ver == '-' then
+      -- The daemon does not know the queue (deleted, or a rolling change):
+      -- look again in e ms rather than at every lease's end.
+      now = now or now_ms()
+      redis.call('ZADD', K_IDX, 'XX', fmt('%d', now + tonumber(e)), q)
     else
-      redis.call('ZADD', K_IDX, e, q)
+      local cur = redis.call('HGET', K_VER, q) or '0'
+      if cur == ver then
+        if e == '' then
+          redis.call('ZREM', K_IDX, q)
+        else
+          redis.call('ZADD', K_IDX, e, q)
+        end
+      elseif e ~= '' then
+        local score = redis.call('ZSCORE', K_IDX, q)
+        if not score or tonumber(e) < tonumber(score) then redis.call('ZADD', K_IDX, e, q) end
+      end
     end
-  elseif e ~= '' then
-    local score = redis.call('ZSCORE', K_IDX, q)
-    if not score or tonumber(e) < tonumber(score) then redis.call('ZADD', K_IDX, e, q) end
   end
   return 'OK'
 end

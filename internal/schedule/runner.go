@@ -19,9 +19,9 @@ import (
 // Store is what the scheduler needs from package store.
 type Store interface {
 	TakeScheduleQueues(ctx context.Context, lease time.Duration, max int) (time.Duration, []store.IndexedQueue, error)
-	DueSchedules(ctx context.Context, q config.Queue, max int) (time.Time, []store.DueSchedule, string, error)
+	TickQueues(ctx context.Context, qs []config.Queue, max int) ([]store.Ticked, []error)
 	FireSchedules(ctx context.Context, q config.Queue, fires []store.Fire) (time.Time, []store.Fired, string, error)
-	SettleScheduleIndex(ctx context.Context, queue, version, earliest string) error
+	SettleScheduleIndexes(ctx context.Context, settles []store.IndexSettle) error
 	ScheduleWakeChannel() string
 	Client() redis.UniversalClient
 }
@@ -44,7 +44,9 @@ type Options struct {
 	// Batch bounds the queues taken per index call and the schedules fired
 	// per script call. Default 100.
 	Batch int
-	// Workers fire that many queues at once. Default 8.
+	// Workers fire a round's queues in that many groups at once, each
+	// group's batches sent in one pipeline, so that Redis runs a round's
+	// batches back to back rather than one per round trip. Default 8.
 	Workers int
 	// SafetyWake bounds a sleep, in case a wake-up message was lost while
 	// the subscription reconnected. Default 30s.
@@ -56,8 +58,12 @@ type Options struct {
 
 // Runner is one daemon's scheduler. It sleeps until the fleet-wide index's
 // earliest entry (or a wake-up published by a schedule change), takes the
-// due queues for a lease, and fires each one's due schedules: its cost
-// follows the ticks that fire, not the number of schedules.
+// due queues for a lease, fires each one's due schedules in bounded batches
+// (Workers groups of queues at once, a group's batches in one pipeline),
+// and settles the round's queues in the index in one call: its cost follows the ticks that fire, not the number of
+// schedules. An @every schedule's ticks are computed and fired by the
+// script alone; a cron schedule's tick is computed here (robfig/cron) and
+// fired by a second call.
 type Runner struct {
 	o    Options
 	kick chan struct{}
@@ -181,100 +187,160 @@ func (r *Runner) round(ctx context.Context) (time.Duration, error) {
 	if len(due) == 0 {
 		return wake, nil
 	}
-	sem := make(chan struct{}, r.o.Workers)
+	// Workers groups of about equal size, fired at once.
+	size := (len(due) + r.o.Workers - 1) / r.o.Workers
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
-	for _, iq := range due {
-		sem <- struct{}{}
+	settles := make([]store.IndexSettle, 0, len(due))
+	for from := 0; from < len(due); from += size {
+		group := due[from:min(from+size, len(due))]
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := r.fireQueue(ctx, iq); err != nil {
-				mu.Lock()
+			defer wg.Done()
+			st, err := r.fireGroup(ctx, group)
+			mu.Lock()
+			defer mu.Unlock()
+			// A queue whose firing failed is not settled: the lease makes
+			// the fleet look again.
+			settles = append(settles, st...)
+			if err != nil {
 				errs = append(errs, err)
-				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	if err := r.o.Store.SettleScheduleIndexes(ctx, settles); err != nil {
+		errs = append(errs, err)
+	}
 	// Look again at once: this round's settles moved the index.
 	return 0, errors.Join(errs...)
 }
 
-// fireQueue fires the due schedules of one queue taken from the index,
-// then records the queue's earliest tick in the index.
-func (r *Runner) fireQueue(ctx context.Context, iq store.IndexedQueue) error {
-	q, ok := r.o.Queues()[iq.Queue]
-	if !ok {
-		r.mu.Lock()
-		first := !r.warned[iq.Queue]
-		r.warned[iq.Queue] = true
-		r.mu.Unlock()
-		if first {
-			r.o.Logger.Warn("scheduler: schedules of a queue this daemon does not know; looking again later",
-				zap.String("queue", iq.Queue))
+// fireGroup fires the due schedules of a group of queues taken from the
+// index, a batch of each queue per pipelined call until every queue has no
+// more due, and returns the index entries of the queues it fired.
+func (r *Runner) fireGroup(ctx context.Context, group []store.IndexedQueue) ([]store.IndexSettle, error) {
+	known := r.o.Queues()
+	settles := make([]store.IndexSettle, 0, len(group))
+	qs := make([]config.Queue, 0, len(group))
+	vers := make([]string, 0, len(group))
+	for _, iq := range group {
+		q, ok := known[iq.Queue]
+		if !ok {
+			r.mu.Lock()
+			first := !r.warned[iq.Queue]
+			r.warned[iq.Queue] = true
+			r.mu.Unlock()
+			if first {
+				r.o.Logger.Warn("scheduler: schedules of a queue this daemon does not know; looking again later",
+					zap.String("queue", iq.Queue))
+			}
+			// Not settled to the truth: looked at again later, and a daemon
+			// that knows the queue fires it meanwhile.
+			settles = append(settles, store.IndexSettle{Queue: iq.Queue, Version: "-",
+				Earliest: strconv.FormatInt(r.o.UnknownRetry.Milliseconds(), 10)})
+			continue
 		}
-		// Not settled to the truth: looked at again later, and a daemon
-		// that knows the queue fires it meanwhile.
-		return r.o.Store.SettleScheduleIndex(ctx, iq.Queue, "-", strconv.FormatInt(r.o.UnknownRetry.Milliseconds(), 10))
+		if q.Name == "" {
+			q.Name = iq.Queue
+		}
+		qs = append(qs, q)
+		vers = append(vers, iq.Version)
 	}
-	if q.Name == "" {
-		q.Name = iq.Queue
+	earliest := make([]string, len(qs))
+	failed := make([]bool, len(qs))
+	var errs []error
+	pending := make([]int, len(qs))
+	for i := range pending {
+		pending[i] = i
 	}
-	earliest := ""
 	for range 1000 { // bounded: batches of due schedules
-		now, due, e, err := r.o.Store.DueSchedules(ctx, q, r.o.Batch)
-		if err != nil {
-			return err
-		}
-		earliest = e
-		if len(due) == 0 {
+		if len(pending) == 0 {
 			break
 		}
-		fires := make([]store.Fire, 0, len(due))
-		for _, d := range due {
-			tm, err := r.timing(d.Spec)
-			if err != nil {
-				r.o.Logger.Error("scheduler: stored schedule does not parse; skipped a day", zap.String("queue", q.Name),
-					zap.String("schedule", d.ID), zap.Error(err))
-				fires = append(fires, store.Fire{ID: d.ID, Expected: d.Next, Tick: d.Next, After: now.Add(24 * time.Hour)})
+		batch := make([]config.Queue, len(pending))
+		for k, i := range pending {
+			batch[k] = qs[i]
+		}
+		ticked, terrs := r.o.Store.TickQueues(ctx, batch, r.o.Batch)
+		more := pending[:0]
+		for k, i := range pending {
+			q, t := qs[i], ticked[k]
+			if terrs[k] != nil {
+				failed[i] = true
+				errs = append(errs, terrs[k])
 				continue
 			}
-			tick, after := tm.Latest(d.Next, now)
-			if after.IsZero() {
-				after = cronspec.NeverMS
-			}
-			fires = append(fires, store.Fire{ID: d.ID, Expected: d.Next, Tick: tick, After: after})
-		}
-		at, fired, e, err := r.o.Store.FireSchedules(ctx, q, fires)
-		if err != nil {
-			return err
-		}
-		earliest = e
-		published := false
-		for _, f := range fired {
-			switch f.Word {
-			case "FIRED":
-				published = true
-				r.o.Logger.Debug("schedule fired", zap.String("queue", q.Name), zap.String("schedule", f.ID),
-					zap.String("job", f.JobID), zap.Time("tick", f.Tick))
-				if r.o.OnFired != nil {
-					r.o.OnFired(q.Name, f.ID, f.Tick, at.Sub(f.Tick))
+			earliest[i] = t.Earliest
+			published := r.report(q.Name, t.Now, t.Fired)
+			if len(t.Cron) > 0 {
+				at, fired, e, err := r.o.Store.FireSchedules(ctx, q, r.cronFires(q.Name, t.Now, t.Cron))
+				if err != nil {
+					failed[i] = true
+					errs = append(errs, err)
+					continue
 				}
-			case "DUP":
-				r.o.Logger.Info("schedule tick already had its job", zap.String("queue", q.Name),
-					zap.String("schedule", f.ID), zap.String("job", f.JobID), zap.Time("tick", f.Tick))
+				earliest[i] = e
+				published = r.report(q.Name, at, fired) || published
+			}
+			if published {
+				r.o.Wake(q.Name)
+			}
+			if t.Taken >= r.o.Batch {
+				more = append(more, i)
 			}
 		}
-		if published {
-			r.o.Wake(q.Name)
-		}
-		if len(due) < r.o.Batch {
-			break
+		pending = more
+	}
+	for i, q := range qs {
+		if !failed[i] {
+			settles = append(settles, store.IndexSettle{Queue: q.Name, Version: vers[i], Earliest: earliest[i]})
 		}
 	}
-	return r.o.Store.SettleScheduleIndex(ctx, q.Name, iq.Version, earliest)
+	return settles, errors.Join(errs...)
+}
+
+// cronFires computes the tick to fire of each due cron schedule: the latest
+// one due at now (Redis' clock), ticks missed caught up as one.
+func (r *Runner) cronFires(queue string, now time.Time, due []store.DueSchedule) []store.Fire {
+	fires := make([]store.Fire, 0, len(due))
+	for _, d := range due {
+		tm, err := r.timing(d.Spec)
+		if err != nil {
+			r.o.Logger.Error("scheduler: stored schedule does not parse; skipped a day", zap.String("queue", queue),
+				zap.String("schedule", d.ID), zap.Error(err))
+			fires = append(fires, store.Fire{ID: d.ID, Expected: d.Next, Tick: d.Next, After: now.Add(24 * time.Hour)})
+			continue
+		}
+		tick, after := tm.Latest(d.Next, now)
+		if after.IsZero() {
+			after = cronspec.NeverMS
+		}
+		fires = append(fires, store.Fire{ID: d.ID, Expected: d.Next, Tick: tick, After: after})
+	}
+	return fires
+}
+
+// report logs and counts the ticks a call fired (at: Redis' time of the
+// call) and says whether one published a job.
+func (r *Runner) report(queue string, at time.Time, fired []store.Fired) bool {
+	published := false
+	for _, f := range fired {
+		switch f.Word {
+		case "FIRED":
+			published = true
+			r.o.Logger.Debug("schedule fired", zap.String("queue", queue), zap.String("schedule", f.ID),
+				zap.String("job", f.JobID), zap.Time("tick", f.Tick))
+			if r.o.OnFired != nil {
+				r.o.OnFired(queue, f.ID, f.Tick, at.Sub(f.Tick))
+			}
+		case "DUP":
+			r.o.Logger.Info("schedule tick already had its job", zap.String("queue", queue),
+				zap.String("schedule", f.ID), zap.String("job", f.JobID), zap.Time("tick", f.Tick))
+		}
+	}
+	return published
 }
 
 // timing parses a stored spec ("<cron>\t<timezone>"), cached.

@@ -6,17 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/simpleq/simpleqd/internal/config"
+	"github.com/simpleq/simpleqd/internal/cronspec"
 	"github.com/simpleq/simpleqd/internal/lua"
 )
 
 // Schedules (runtime.md §4). A queue's schedules live on the queue's own
-// slot (schedule.lua: definitions, run state and the due index), so a
-// firing publishes its job, records the run and stores the next tick in
-// one atomic call. A fleet-wide index on its own slot (schedindex.lua) tells
-// daemons when to look at which queue; it may be early, never late.
+// slot (schedule.lua: definitions, run state, the due index and what a
+// firing needs, prepared when a schedule is written), so a firing publishes
+// its job, records the run and stores the next tick in one atomic call. An
+// @every schedule's ticks are computed by the script itself; a cron
+// schedule's by package schedule (robfig/cron). A fleet-wide index on its
+// own slot (schedindex.lua) tells daemons when to look at which queue; it
+// may be early, never late.
 
 // Sources of a schedule: declared in the config file, or created over the API.
 const (
@@ -78,19 +85,36 @@ type scheduleDef struct {
 	Priority int     `json:"priority"`
 }
 
-// scheduleRun is schedule.lua's run state.
+// scheduleRun is schedule.lua's run state ("<p>|<n>|<l>|<j>").
 type scheduleRun struct {
-	N    int64  `json:"n"`
-	P    int    `json:"p"`
-	L    int64  `json:"l"`
-	J    string `json:"j"`
-	Spec string `json:"spec"`
+	Paused bool
+	Next   int64
+	Last   int64
+	Job    string
 }
 
-// scheduleKeys are the queue keys of lib.lua followed by schedule.lua's own.
+func decodeRun(raw string) (scheduleRun, error) {
+	var r scheduleRun
+	parts := strings.SplitN(raw, "|", 4)
+	if len(parts) != 4 {
+		return r, fmt.Errorf("run state %q: want p|n|l|j", raw)
+	}
+	var err1, err2 error
+	r.Paused = parts[0] == "1"
+	r.Next, err1 = strconv.ParseInt(parts[1], 10, 64)
+	r.Last, err2 = strconv.ParseInt(parts[2], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return r, fmt.Errorf("run state %q: %w", raw, err)
+	}
+	r.Job = parts[3]
+	return r, nil
+}
+
+// scheduleKeys are the queue keys of lib.lua followed by schedule.lua's own
+// four (the script takes them from the end).
 func (s *Store) scheduleKeys(queue string) []string {
 	base := s.opts.Prefix + ":{" + queue + "}:"
-	return append(s.Keys(queue), base+"schedules", base+"sched_run", base+"sched_due")
+	return append(s.Keys(queue), base+"schedules", base+"sched_run", base+"sched_due", base+"sched_fire")
 }
 
 // indexKeys are schedindex.lua's keys, on a slot of their own.
@@ -153,8 +177,12 @@ func (s *Store) PutSchedule(ctx context.Context, q config.Queue, sc Schedule, ne
 	if err != nil {
 		return false, nil, fmt.Errorf("encode schedule %s: %w", sc.ID, err)
 	}
+	tm, err := cronspec.Parse(sc.Cron, sc.Timezone)
+	if err != nil {
+		return false, nil, fmt.Errorf("schedule %s: cron %q: %w", sc.ID, sc.Cron, err)
+	}
 	rec := append(append(def, '\n'), sc.Payload...)
-	a, err := s.schedule(ctx, q, "put", sc.ID, rec, sc.Source, next.UnixMilli(), sc.Spec())
+	a, err := s.schedule(ctx, q, "put", sc.ID, rec, sc.Source, next.UnixMilli(), tm.Every().Milliseconds())
 	if err != nil {
 		return false, nil, err
 	}
@@ -347,18 +375,18 @@ func decodeSchedule(rec, run string) (*Schedule, error) {
 	if err := json.Unmarshal([]byte(rec[:i]), &d); err != nil {
 		return nil, fmt.Errorf("schedule: decode definition: %w", err)
 	}
-	var r scheduleRun
-	if err := json.Unmarshal([]byte(run), &r); err != nil {
-		return nil, fmt.Errorf("schedule %s: decode run state: %w", d.ID, err)
+	r, err := decodeRun(run)
+	if err != nil {
+		return nil, fmt.Errorf("schedule %s: %w", d.ID, err)
 	}
 	sc := &Schedule{ID: d.ID, Queue: d.Queue, Cron: d.Cron, Timezone: d.Timezone, Payload: json.RawMessage(rec[i+1:]),
-		FlowKey: d.FlowKey, Priority: d.Priority, Paused: r.P == 1, NextRunAt: fromMS(r.N), Source: d.Source}
-	if r.L > 0 {
-		t := fromMS(r.L)
+		FlowKey: d.FlowKey, Priority: d.Priority, Paused: r.Paused, NextRunAt: fromMS(r.Next), Source: d.Source}
+	if r.Last > 0 {
+		t := fromMS(r.Last)
 		sc.LastRunAt = &t
 	}
-	if r.J != "" {
-		j := r.J
+	if r.Job != "" {
+		j := r.Job
 		sc.LastJobID = &j
 	}
 	return sc, nil
@@ -405,34 +433,140 @@ func (s *Store) TakeScheduleQueues(ctx context.Context, lease time.Duration, max
 	return wake, out, nil
 }
 
+// IndexSettle is one queue's entry of SettleScheduleIndexes: its earliest
+// tick ("" for none) after a firing round that took it at Version. Version
+// "-" is a queue the daemon does not know; Earliest is then a delay in ms
+// until the fleet looks at it again.
+type IndexSettle struct {
+	Queue, Version, Earliest string
+}
+
 // SettleScheduleIndex records the queue's earliest tick ("" for none) in
 // the fleet-wide index after a firing round that took it at version.
 func (s *Store) SettleScheduleIndex(ctx context.Context, queue, version, earliest string) error {
-	_, err := s.index(ctx, "settle", queue, version, earliest)
+	return s.SettleScheduleIndexes(ctx, []IndexSettle{{Queue: queue, Version: version, Earliest: earliest}})
+}
+
+// SettleScheduleIndexes settles the queues of a firing round in one call.
+func (s *Store) SettleScheduleIndexes(ctx context.Context, settles []IndexSettle) error {
+	if len(settles) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 1+3*len(settles))
+	args = append(args, "settle")
+	for _, st := range settles {
+		args = append(args, st.Queue, st.Version, st.Earliest)
+	}
+	_, err := s.index(ctx, args...)
 	return err
 }
 
-// DueSchedule is a schedule whose next tick is due.
+// DueSchedule is a cron schedule whose next tick is due, for the caller to
+// compute the tick to fire (TickSchedules).
 type DueSchedule struct {
 	ID   string
 	Next time.Time
-	// Spec is the cron and time zone the next tick was computed from.
+	// Spec is the cron and time zone of its definition (Schedule.Spec).
 	Spec string
 }
 
-// DueSchedules returns up to max schedules of q whose next tick is due by
-// Redis' clock, that clock, and the queue's earliest tick ("" for none).
-func (s *Store) DueSchedules(ctx context.Context, q config.Queue, max int) (time.Time, []DueSchedule, string, error) {
-	a, err := s.schedule(ctx, q, "due", max)
+// Ticked is what TickSchedules did with one batch of a queue's due
+// schedules.
+type Ticked struct {
+	// Now is Redis' time of the call, when the jobs were published.
+	Now time.Time
+	// Fired are the @every ticks it fired (Word FIRED or DUP).
+	Fired []Fired
+	// Cron are the due cron schedules, for FireSchedules.
+	Cron []DueSchedule
+	// Taken is how many due schedules it read: max means there may be more.
+	Taken int
+	// Earliest is the queue's earliest tick afterwards ("" for none).
+	Earliest string
+}
+
+// TickSchedules takes up to max schedules of q whose next tick is due by
+// Redis' clock, in one atomic call: each @every one publishes the job of
+// its latest due tick (missed ticks caught up as one) and moves on to the
+// tick after it, with no work per tick in Go; the cron ones are returned
+// for the caller to compute their tick and fire them (FireSchedules).
+func (s *Store) TickSchedules(ctx context.Context, q config.Queue, max int) (Ticked, error) {
+	a, err := s.schedule(ctx, q, s.tickArgs(q, max)...)
 	if err != nil {
-		return time.Time{}, nil, "", err
+		return Ticked{}, err
 	}
-	now := fromMS(toInt(a[0]))
-	out := make([]DueSchedule, 0, (len(a)-2)/3)
-	for i := 2; i+2 < len(a); i += 3 {
-		out = append(out, DueSchedule{ID: toStr(a[i]), Next: fromMS(toInt(a[i+1])), Spec: toStr(a[i+2])})
+	return parseTicked(q, a)
+}
+
+// TickQueues is TickSchedules for several queues in one round trip (a
+// pipeline; on a cluster, one per node): Redis runs the calls back to back,
+// whatever the daemon is doing meanwhile. Each queue's call is atomic on
+// its own; errs[i] is queue i's error.
+func (s *Store) TickQueues(ctx context.Context, qs []config.Queue, max int) (out []Ticked, errs []error) {
+	out, errs = make([]Ticked, len(qs)), make([]error, len(qs))
+	if len(qs) == 1 {
+		out[0], errs[0] = s.TickSchedules(ctx, qs[0], max)
+		return out, errs
 	}
-	return now, out, toStr(a[1]), nil
+	began := time.Now()
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(qs))
+	for i, q := range qs {
+		args := s.tickArgs(q, max)
+		cmds[i] = s.scripts[lua.Schedule].EvalSha(ctx, pipe, s.scheduleKeys(q.Name), append(s.params(q, len(args)), args...)...)
+	}
+	_, _ = pipe.Exec(ctx)
+	took := time.Since(began)
+	for i, q := range qs {
+		res, err := cmds[i].Result()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// Redis lost its script cache (a restart): this call loads it.
+			out[i], errs[i] = s.TickSchedules(ctx, q, max)
+			continue
+		}
+		if s.opts.OnScript != nil {
+			s.opts.OnScript(lua.Schedule, took, err)
+		}
+		if err != nil {
+			errs[i] = wrap(fmt.Errorf("script %s on queue %s: %w", lua.Schedule, q.Name, err))
+			continue
+		}
+		a, _ := res.([]any)
+		out[i], errs[i] = parseTicked(q, a)
+	}
+	return out, errs
+}
+
+// tickArgs are schedule.lua's "tick max job1..jobmax" for q.
+func (s *Store) tickArgs(q config.Queue, max int) []any {
+	args := make([]any, 0, 2+max)
+	args = append(args, "tick", max)
+	for range max {
+		args = append(args, s.ids.New(q.Name))
+	}
+	return args
+}
+
+func parseTicked(q config.Queue, a []any) (Ticked, error) {
+	if len(a) < 4 {
+		return Ticked{}, fmt.Errorf("schedule tick on queue %s: short reply", q.Name)
+	}
+	t := Ticked{Now: fromMS(toInt(a[0])), Earliest: toStr(a[1]), Taken: int(toInt(a[2]))}
+	nf := int(toInt(a[3]))
+	i := 4
+	t.Fired = make([]Fired, 0, nf)
+	for k := 0; k < nf && i+3 < len(a); k, i = k+1, i+4 {
+		t.Fired = append(t.Fired, Fired{Word: toStr(a[i]), ID: toStr(a[i+1]), JobID: toStr(a[i+2]), Tick: fromMS(toInt(a[i+3]))})
+	}
+	for ; i+2 < len(a); i += 3 {
+		var d scheduleDef
+		if err := json.Unmarshal([]byte(toStr(a[i+2])), &d); err != nil {
+			return t, fmt.Errorf("schedule %s: decode definition: %w", toStr(a[i]), err)
+		}
+		t.Cron = append(t.Cron, DueSchedule{ID: toStr(a[i]), Next: fromMS(toInt(a[i+1])),
+			Spec: Schedule{Cron: d.Cron, Timezone: d.Timezone}.Spec()})
+	}
+	return t, nil
 }
 
 // Fire is one tick to fire: the schedule's next tick as read (Expected),
@@ -445,7 +579,7 @@ type Fire struct {
 	After    time.Time
 }
 
-// Fired is what a Fire did.
+// Fired is what a Fire, or a tick of TickSchedules, did.
 type Fired struct {
 	ID string
 	// Word: FIRED, DUP (the tick's job already existed), STALE (the next
