@@ -38,8 +38,8 @@ func TestClusterManyQueues(t *testing.T) {
 	for i := 0; i < queues; i++ {
 		fmt.Fprintf(&y, "  q%d:\n    webhookUrl: %s\n    signingSecret: s\n    concurrency: 3\n", i, hook.URL)
 	}
-	d1 := StartDaemon(t, DaemonConfig{RedisAddrs: cl.Addrs(), YAML: y.String(), LogLevel: "info"})
-	d2 := StartDaemon(t, DaemonConfig{RedisAddrs: cl.Addrs(), YAML: y.String(), LogLevel: "info"})
+	d1 := StartInProcess(t, DaemonConfig{RedisAddrs: cl.Addrs(), YAML: y.String(), LogLevel: "info"})
+	d2 := StartInProcess(t, DaemonConfig{RedisAddrs: cl.Addrs(), YAML: y.String(), LogLevel: "info"})
 	var ids []string
 	for i := 0; i < queues; i++ {
 		for j := 0; j < perQueue; j++ {

@@ -35,7 +35,7 @@ func TestConsoleJobListsCancelAndCharts(t *testing.T) {
 		return Reply{Status: 200}
 	})
 	backlog := NewWebhook(t, nil)
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, LogLevel: "info", YAML: fmt.Sprintf(`auth:
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, LogLevel: "info", YAML: fmt.Sprintf(`auth:
   apiKeys: [%s]
 queues:
   emails:

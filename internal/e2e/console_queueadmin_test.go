@@ -19,7 +19,7 @@ func TestConsoleQueueAdmin(t *testing.T) {
 	b := newBrowser(t) // first: skip early when there is no browser
 	rs := Redis(t)
 	hook := NewWebhook(t, func(Delivery) Reply { return Reply{Status: 200} })
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, LogLevel: "info", YAML: fmt.Sprintf("auth:\n  apiKeys: [%s]\nwebhooks:\n  allowPrivateNetworks: true\n", consoleKey) +
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, LogLevel: "info", YAML: fmt.Sprintf("auth:\n  apiKeys: [%s]\nwebhooks:\n  allowPrivateNetworks: true\n", consoleKey) +
 		QueueYAML("filed", hook.URL)})
 	const secret = "whsec_console_queue_secret_7a1e"
 

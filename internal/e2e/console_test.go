@@ -294,7 +294,7 @@ func TestConsoleEndToEnd(t *testing.T) {
 	// reports: always fails, one attempt: every job goes dead.
 	reports := NewWebhook(t, func(Delivery) Reply { return Reply{Status: 500, Body: "template renderer crashed"} })
 
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, LogLevel: "info", YAML: fmt.Sprintf(`auth:
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, LogLevel: "info", YAML: fmt.Sprintf(`auth:
   apiKeys: [%s]
 defaults:
   backoff: {type: fixed, base: 100ms}
@@ -458,7 +458,7 @@ func TestConsoleWithoutAPIKeys(t *testing.T) {
 	b := newBrowser(t)
 	rs := Redis(t)
 	hook := NewWebhook(t, nil)
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, LogLevel: "info", YAML: QueueYAML("emails", hook.URL)})
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, LogLevel: "info", YAML: QueueYAML("emails", hook.URL)})
 	b.navigate(d.URL + "/console/")
 	b.waitText(`#queues tr[data-queue="emails"]`, "open", 10*time.Second)
 	require.Nil(t, evalJS[any](b, `document.querySelector('#login-form')`))

@@ -472,7 +472,7 @@ queues:
     rateLimitMax: 10
     rateLimitWindow: 1500ms
 `, ctKey, stdHook.URL, ctSecret, bpHook.URL, ctSecret, diesHook.URL, ctSecret, ackHook.URL, ctSecret, idleHook.URL, ctSecret)
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml, LogLevel: "info",
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml, LogLevel: "info",
 		Env: []string{"SIMPLEQ_HTTP_MAXPAYLOADBYTES=4096"}})
 	auth := []string{"Authorization", "Bearer " + ctKey}
 	do := func(method, path string, body any, extra ...string) Response {

@@ -116,7 +116,7 @@ func TestCoreDeliveryEnvelopeAndHeaders(t *testing.T) {
     signingSecretEnv: CORE_TEST_SIGNING_SECRET
     maxAttempts: 7
 `, hook.URL, envHook.URL)
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml,
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml,
 		Env: []string{"CORE_TEST_SIGNING_SECRET=whsec_core_from_env"}})
 
 	// Exact bytes: inner whitespace and a newline, escapes, number spellings.
@@ -172,7 +172,7 @@ func TestCoreStandardSuccess(t *testing.T) {
 	t.Parallel()
 	rs := Redis(t)
 	hook := NewWebhook(t, func(Delivery) Reply { return Reply{Status: 204} })
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: QueueYAML("ok", hook.URL, "maxAttempts: 4")})
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: QueueYAML("ok", hook.URL, "maxAttempts: 4")})
 	id := d.Publish("ok", map[string]any{"x": 1})
 	job := d.WaitStatus(id, "completed", 10*time.Second)
 	require.EqualValues(t, 1, job["attempts"])
@@ -208,7 +208,7 @@ func TestCoreStandardRetriesUntilDead(t *testing.T) {
 	t.Parallel()
 	rs := Redis(t)
 	hook := NewWebhook(t, func(Delivery) Reply { return Reply{Status: 500, Body: "boom"} })
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: QueueYAML("fails", hook.URL,
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: QueueYAML("fails", hook.URL,
 		"maxAttempts: 4", "backoff: {type: fixed, base: 30ms}")})
 	id := d.Publish("fails", map[string]any{"x": 1})
 	job := d.WaitStatus(id, "dead", 10*time.Second)
@@ -284,7 +284,7 @@ queues:
     webhookUrl: %s/hook
     signingSecret: s3
 `, slow.URL, closedPort, redir.URL)
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml})
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml})
 	slowID := d.Publish("slow", map[string]any{"k": "slow"})
 	refusedID := d.Publish("refused", map[string]any{"k": "refused"})
 	redirID := d.Publish("redirect", map[string]any{"k": "redirect"})
@@ -354,7 +354,7 @@ queues:
     signingSecret: s
     backoff: {type: exponential, base: 80ms, max: 120ms, jitter: false}
 `, expo.URL, fixed.URL, capped.URL)
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml})
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml})
 	ids := map[string]string{
 		"expo":   d.Publish("expo", map[string]any{}),
 		"fixed":  d.Publish("fixed", map[string]any{}),
@@ -393,7 +393,7 @@ func TestCoreLifetimeExceededOnRetry(t *testing.T) {
 	t.Parallel()
 	rs := Redis(t)
 	hook := NewWebhook(t, func(Delivery) Reply { return Reply{Status: 500, Body: "nope"} })
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: QueueYAML("life", hook.URL,
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: QueueYAML("life", hook.URL,
 		"maxAttempts: 5", "jobLifetime: 300ms", "backoff: {type: fixed, base: 1s}")})
 	id := d.Publish("life", map[string]any{})
 	job := d.WaitStatus(id, "dead", 10*time.Second)
@@ -417,7 +417,7 @@ func TestCoreDelay(t *testing.T) {
 	t.Parallel()
 	rs := Redis(t)
 	hook := NewWebhook(t, nil)
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: QueueYAML("later", hook.URL,
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: QueueYAML("later", hook.URL,
 		"jobLifetime: 500ms")})
 	pub := corePublishRaw(t, d, "later", `{"payload":{"p":1},"delay":0.7}`, 201)
 	id := pub["id"].(string)
@@ -456,7 +456,7 @@ queues:
     webhookUrl: %s
     signingSecret: s
 `, ok.URL, bad.URL)
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml})
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml})
 	pub := corePublishRaw(t, d, "keep", `{"payload":{"n":1},"idempotencyKey":"ret-1"}`, 201)
 	id := pub["id"].(string)
 	created := coreTime(t, pub["createdAt"])
@@ -510,7 +510,7 @@ func TestCoreIdempotency(t *testing.T) {
 	hookB := NewWebhook(t, nil)
 	yaml := fmt.Sprintf("queues:\n  qa:\n    webhookUrl: %s\n    signingSecret: s\n  qb:\n    webhookUrl: %s\n    signingSecret: s\n",
 		hookA.URL, hookB.URL)
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml})
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml})
 
 	first := corePublishRaw(t, d, "qa", `{"payload":{"v":1},"idempotencyKey":"order-42"}`, 201)
 	second := corePublishRaw(t, d, "qa", `{"payload":{"v":2},"idempotencyKey":"order-42","delay":5}`, 200)
@@ -550,7 +550,7 @@ func TestCoreBadInput(t *testing.T) {
 	t.Parallel()
 	rs := Redis(t)
 	hook := NewWebhook(t, nil)
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr,
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr,
 		YAML: "auth:\n  apiKeys: [k1, k2]\n" + QueueYAML("std", hook.URL),
 		Env:  []string{"SIMPLEQ_HTTP_MAXPAYLOADBYTES=2048"}})
 	auth := []string{"Authorization", "Bearer k1"}
@@ -819,7 +819,7 @@ func TestCoreLifetimeWhileWaiting(t *testing.T) {
 	rs := Redis(t)
 	script, started := coreStartSignal(func(Delivery) Reply { return Reply{Status: 200, Delay: 3 * time.Second} })
 	hook := NewWebhook(t, script)
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: QueueYAML("wait", hook.URL,
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: QueueYAML("wait", hook.URL,
 		"concurrency: 1", "timeout: 10s", "jobLifetime: 400ms")})
 	slow := d.Publish("wait", map[string]any{"n": 1})
 	coreWait(t, started, 10*time.Second, "the slow delivery")

@@ -94,7 +94,7 @@ queues:
     signingSecret: s
     maxAttempts: 1
 `, std.URL, ack.URL, dies.URL)
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml, LogLevel: "info",
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml, LogLevel: "info",
 		Env: []string{"SIMPLEQ_HTTP_MAXPAYLOADBYTES=4096"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()

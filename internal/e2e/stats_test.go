@@ -29,8 +29,8 @@ func TestStatsSameOnEveryDaemon(t *testing.T) {
 		return Reply{Status: 200}
 	})
 	yaml := QueueYAML("fleet", hook.URL, "concurrency: 4")
-	a := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml})
-	b := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml})
+	a := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml})
+	b := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: yaml})
 	var ids []string
 	for i := 0; i < 20; i++ {
 		d := a

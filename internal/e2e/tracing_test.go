@@ -129,7 +129,7 @@ func TestTraceHoldAndProbeEvents(t *testing.T) {
 		}
 		return Reply{Status: 200}
 	})
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr,
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr,
 		YAML: trYAML(recv.URL) + QueueYAML("held", hook.URL, "concurrency: 1")})
 	id := trPublish(t, d, "held", "traceparent", trParent)
 	d.WaitStatus(id, "completed", 15*time.Second)
@@ -182,7 +182,7 @@ func TestTraceParentForwardedWhenTracingIsOff(t *testing.T) {
 	t.Parallel()
 	rs := Redis(t)
 	hook := NewWebhook(t, nil)
-	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: QueueYAML("plain", hook.URL)})
+	d := StartInProcess(t, DaemonConfig{RedisAddr: rs.Addr, YAML: QueueYAML("plain", hook.URL)})
 	a := trPublish(t, d, "plain", "traceparent", trParent, "tracestate", trState)
 	d.WaitStatus(a, "completed", 10*time.Second)
 	b := trPublish(t, d, "plain")
