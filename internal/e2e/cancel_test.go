@@ -145,7 +145,7 @@ func TestCancelInFlightThroughSecondDaemon(t *testing.T) {
 }
 
 // Bulk cancel over the API: filters, a 400 without one, and the queue empty
-// afterwards; a flow key filter matches nothing until jobs have flow keys.
+// afterwards; a flow key filter takes only that lane (here none has it).
 func TestCancelBulkOverTheAPI(t *testing.T) {
 	t.Parallel()
 	rs := Redis(t)

@@ -44,6 +44,7 @@ if op == 'one' then
   local m, payload = split_record(rec)
   if m.st == 'c' or m.st == 'd' then return { 'TERMINAL', m.st, '' } end
   local was, token = cancel_job(id, m, payload, now, err)
+  LANE.flush(now)
   return { 'CANCELLED', was, token }
 end
 
@@ -124,6 +125,10 @@ if ARGV[ARG0 + 7] ~= '' then
   for _, s in ipairs(split(ARGV[ARG0 + 7], ',')) do want[s] = true end
 end
 local before = tonumber(ARGV[ARG0 + 8])
+-- A flow key filter (keys.md): only that lane's jobs. Its waiting jobs are
+-- one range of K_LWAIT (phase l); in flight, each record's key is compared.
+local want_fk = ARGV[ARG0 + 9] or ''
+local lane_lo = want_fk .. '\0'
 local started = now_us()
 
 if phase == 'start' then
@@ -132,18 +137,25 @@ if phase == 'start' then
   if stored then
     local nl = string.find(stored, '\n', 1, true)
     phase, pos = string.sub(stored, 1, nl - 1), decode_pos(string.sub(stored, nl + 1))
+  elseif want_fk ~= '' then
+    phase = 'l' -- the default lane holds no keyed job
   end
 end
 
 -- Phases that can hold a wanted status: waiting jobs are pending or
 -- processing, jobs in the in-flight set processing or awaiting_ack.
+-- Phases: w the default lane's waiting jobs (K_WAITING), l the keyed
+-- waiting jobs (K_LWAIT, lexicographic; one lane's range with a flow key
+-- filter), f the in-flight set.
 local function phase_wanted(ph)
+  if ph == 'w' and want_fk ~= '' then return false end
   if not want then return true end
-  if ph == 'w' then return want.pending or want.processing end
+  if ph == 'w' or ph == 'l' then return want.pending or want.processing end
   return want.processing or want.awaiting_ack
 end
 local function next_phase(ph)
-  if ph == 'w' and phase_wanted('f') then return 'f' end
+  if ph == 'w' and phase_wanted('l') then return 'l' end
+  if (ph == 'w' or ph == 'l') and phase_wanted('f') then return 'f' end
   return ''
 end
 if phase ~= '' and not phase_wanted(phase) then phase, pos = next_phase(phase), nil end
@@ -165,7 +177,11 @@ local now_s = fmt('%d', now)
 -- cancelled are added to aborted (id, token).
 local function cancel_chunk(ph, batch, at, aborted)
   local ids = {}
-  for i = 1, #batch, 2 do ids[#ids + 1] = batch[i] end
+  for i = 1, #batch, 2 do
+    local id = batch[i]
+    if ph == 'l' then id = string.match(id, '%z([^%z]*)$') end -- a lane member's job id
+    ids[#ids + 1] = id
+  end
   local recs = redis.call('HMGET', K_JOBS, unpack(ids))
   local n, pend = 0, 0
   local gone, recs_out, dead, purge = {}, {}, {}, {}
@@ -176,9 +192,10 @@ local function cancel_chunk(ph, batch, at, aborted)
       c, st = string.match(rec, '^{"c":(%d+),"s":%d+,"x":%d+,"st":"(%a)"')
       ok = st ~= nil and st ~= 'c' and st ~= 'd'
       if ok and before and tonumber(c) >= before then ok = false end
+      if ok and want_fk ~= '' and ph ~= 'l' then ok = split_record(rec).fk == want_fk end
       if ok and want then
         local status
-        if ph == 'w' then
+        if ph == 'w' or ph == 'l' then
           status = st == 'p' and 'pending' or 'processing'
         else
           status = st == 'w' and 'awaiting_ack' or 'processing'
@@ -187,7 +204,7 @@ local function cancel_chunk(ph, batch, at, aborted)
       end
     end
     if not ok then
-      at = { batch[2 * i], id }
+      at = { batch[2 * i], batch[2 * i - 1] }
     else
       n = n + 1
       local nl = string.find(rec, '\n', 1, true)
@@ -207,6 +224,10 @@ local function cancel_chunk(ph, batch, at, aborted)
         if st == 'p' then pend = pend + 1 end
       else
         local m, payload = split_record(rec)
+        if ph == 'l' and m.fk then
+          -- The member names the job's place in its lane exactly.
+          m.wd = lane_member_due(batch[2 * i - 1], m.fk)
+        end
         local _, token = cancel_job(id, m, payload, now, err)
         if token and token ~= '' then
           aborted[#aborted + 1] = id
@@ -234,9 +255,22 @@ end
 -- is searched again.
 local cancelled, looked, aborted, from = 0, 0, {}, nil
 while phase ~= '' and looked < max_look do
-  local key = phase == 'w' and K_WAITING or K_INFLIGHT
+  local key = K_INFLIGHT
+  if phase == 'w' then key = K_WAITING elseif phase == 'l' then key = K_LWAIT end
   local batch
+  if phase == 'l' and want_fk ~= '' and not pos and not from then
+    from = redis.call('ZLEXCOUNT', K_LWAIT, '-', '(' .. lane_lo) -- the lane's first member
+  end
   batch, from = take_after(key, pos, math.min(CHUNK, max_look - looked), from)
+  if phase == 'l' and want_fk ~= '' then
+    -- The lane's range ends where members stop starting with its key.
+    for i = 1, #batch, 2 do
+      if string.sub(batch[i], 1, #lane_lo) ~= lane_lo then
+        for j = #batch, i, -1 do batch[j] = nil end
+        break
+      end
+    end
+  end
   if #batch == 0 then
     phase, pos, from = next_phase(phase), nil, nil
   else
@@ -244,11 +278,12 @@ while phase ~= '' and looked < max_look do
     local n
     n, pos = cancel_chunk(phase, batch, pos, aborted)
     cancelled = cancelled + n
-    from = phase == 'w' and from + #batch / 2 - n or nil
+    from = (phase == 'w' or phase == 'l') and from + #batch / 2 - n or nil
   end
   if now_us() - started >= budget then break end
 end
 
+LANE.flush(now)
 if phase == '' then
   redis.call('DEL', K_CURSOR)
 else

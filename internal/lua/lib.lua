@@ -812,10 +812,15 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
         local m = split_record(rec)
         x, st = m.x, m.st
       end
+      local lane = lanes_of and lanes_of[id]
       if st == 'p' then was_pending = was_pending + 1 end
-      if tonumber(x) <= now then
+      if lane and st ~= 'p' and st ~= 'r' then
+        -- Not waiting after all (a lane member left behind by a job that
+        -- moved on): never delivered twice.
+        LANE.untake(lane, id)
+      elseif tonumber(x) <= now then
         local m, payload = split_record(rec)
-        if lanes_of and lanes_of[id] then LANE.untake(lanes_of[id], id) end
+        if lane then LANE.untake(lane, id) end
         to_dead(id, m, payload, now, 'lifetime_exceeded')
         note_reaped('lifetime', id, 'DEAD', 'lifetime_exceeded')
       else
@@ -825,7 +830,7 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
           token = token .. '|p'
           set_probe(id)
           flag = '1'
-        elseif lanes_of and lanes_of[id] and LANE.fresh_probe[id] then
+        elseif lane and LANE.fresh_probe[id] then
           flag = 'k' -- the probe of a held lane (lanes.lua)
         end
         leases[#leases + 1] = id

@@ -73,9 +73,8 @@ type CancelFilter struct {
 	Statuses []Status
 	// CreatedBefore, when not zero, takes only jobs created before it.
 	CreatedBefore time.Time
-	// FlowKey, when set, takes only jobs of that flow key. Jobs carry no
-	// flow key yet (keys.md is not built), so a flow key filter matches
-	// nothing.
+	// FlowKey, when set, takes only jobs of that flow key (keys.md): its
+	// waiting jobs are walked as its lane's range of the keyed waiting set.
 	FlowKey *string
 }
 
@@ -129,17 +128,21 @@ type BulkStep struct {
 // cancelCursorKey is the key of the cursor a bulk cancel keeps for filter f
 // (cancel.lua): per queue (its hash tag) and per filter, so that two
 // different filters never share a scan.
-func (s *Store) cancelCursorKey(queue string, statuses []string, before string) string {
+func (s *Store) cancelCursorKey(queue string, statuses []string, before, flowKey string) string {
 	sorted := slices.Clone(statuses)
 	slices.Sort(sorted)
-	sum := sha256.Sum256([]byte(strings.Join(sorted, ",") + "\n" + before))
+	sum := sha256.Sum256([]byte(strings.Join(sorted, ",") + "\n" + before + "\n" + flowKey))
 	return s.opts.Prefix + ":{" + queue + "}:cancelcur:" + hex.EncodeToString(sum[:12])
 }
 
 // BulkCancelStep runs one bulk cancel script call from cur, within lim.
 func (s *Store) BulkCancelStep(ctx context.Context, q config.Queue, f CancelFilter, reason string, cur CancelCursor, lim CancelLimits) (BulkStep, error) {
-	if f.FlowKey != nil || cur.Done() {
+	if cur.Done() {
 		return BulkStep{}, nil
+	}
+	flowKey := ""
+	if f.FlowKey != nil {
+		flowKey = *f.FlowKey
 	}
 	statuses := make([]string, len(f.Statuses))
 	for i, st := range f.Statuses {
@@ -149,9 +152,9 @@ func (s *Store) BulkCancelStep(ctx context.Context, q config.Queue, f CancelFilt
 	if !f.CreatedBefore.IsZero() {
 		before = strconv.FormatInt(f.CreatedBefore.UnixMilli(), 10)
 	}
-	args := append(s.params(q, 8), "bulk", CancelError(reason), cur.Phase, cur.Position, max(lim.Look, 1),
-		lim.Budget.Microseconds(), strings.Join(statuses, ","), before)
-	keys := append(s.Keys(q.Name), s.cancelCursorKey(q.Name, statuses, before))
+	args := append(s.params(q, 9), "bulk", CancelError(reason), cur.Phase, cur.Position, max(lim.Look, 1),
+		lim.Budget.Microseconds(), strings.Join(statuses, ","), before, flowKey)
+	keys := append(s.Keys(q.Name), s.cancelCursorKey(q.Name, statuses, before, flowKey))
 	res, err := s.runKeys(ctx, lua.Cancel, q, keys, args)
 	if err != nil {
 		return BulkStep{Next: cur}, err

@@ -247,7 +247,7 @@ func TestCancelBulkFilters(t *testing.T) {
 		n, done, err := s.CancelBulk(ctx, q, store.CancelFilter{FlowKey: &key}, "", until, nil)
 		require.NoError(t, err)
 		require.True(t, done)
-		require.Zero(t, n, "jobs carry no flow key yet: the filter matches nothing")
+		require.Zero(t, n, "no job has that flow key: the filter matches nothing")
 
 		n, done, err = s.CancelBulk(ctx, q, store.CancelFilter{Statuses: []store.Status{store.StatusPending}, CreatedBefore: cut}, "old", until, nil)
 		require.NoError(t, err)

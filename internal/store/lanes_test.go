@@ -470,3 +470,47 @@ func TestLanesJobLists(t *testing.T) {
 		require.ElementsMatch(t, bs, []string{retrying[0].ID, retrying[1].ID}, "retries wait in the lane")
 	})
 }
+
+// control.md §1 with keys.md: a bulk cancel by flow key takes that lane's
+// jobs, waiting and in flight, and nothing else; an unfiltered one takes
+// the keyed jobs too. Cancelled lane jobs are never delivered afterwards.
+func TestLanesBulkCancel(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-cancel")
+		publishKeyed(t, s, q, "", 3)
+		publishKeyed(t, s, q, "A", 40)
+		publishKeyed(t, s, q, "B", 5)
+		c, err := s.Claim(ctx, q, 3) // one of each lane in flight
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 3)
+		a := "A"
+		n, done, err := s.CancelBulk(ctx, q, store.CancelFilter{FlowKey: &a}, "", time.Now().Add(10*time.Second), nil)
+		require.NoError(t, err)
+		require.True(t, done)
+		require.Equal(t, 40, n, "A's 39 waiting jobs and its one in flight")
+		k, err := s.GetKey(ctx, q, "A")
+		if err == nil {
+			require.Zero(t, k.Counts.Pending)
+			require.Zero(t, k.Counts.Processing)
+		}
+		c2, err := s.Claim(ctx, q, 100)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"": 2, "B": 4}, lanesOf(c2.Jobs))
+
+		pub := publishKeyed(t, s, q, "B", 3)
+		n, done, err = s.CancelBulk(ctx, q, store.CancelFilter{Statuses: []store.Status{store.StatusPending}}, "", time.Now().Add(10*time.Second), nil)
+		require.NoError(t, err)
+		require.True(t, done)
+		require.Equal(t, 3, n, "the keyed pending jobs are found too")
+		for _, id := range pub {
+			j, err := s.GetJob(ctx, q, id)
+			require.NoError(t, err)
+			require.Equal(t, store.StatusDead, j.Status)
+		}
+		st, err := s.QueueStatus(ctx, q)
+		require.NoError(t, err)
+		require.Zero(t, st.Counts.Pending)
+	})
+}
