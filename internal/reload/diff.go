@@ -119,6 +119,10 @@ func queueDiff(o, n config.Queue) []string {
 	valued("defaultRetryAfter", o.DefaultRetryAfter, n.DefaultRetryAfter)
 	valued("jobLifetime", o.JobLifetime, n.JobLifetime)
 	valued("retention", o.Retention, n.Retention)
+	valued("flowKeys.concurrency", o.FlowKeys.Concurrency, n.FlowKeys.Concurrency)
+	valued("flowKeys.rateLimitMax", o.FlowKeys.RateLimitMax, n.FlowKeys.RateLimitMax)
+	valued("flowKeys.rateLimitWindow", o.FlowKeys.RateLimitWindow, n.FlowKeys.RateLimitWindow)
+	valued("flowKeys.holdScope", o.FlowKeys.HoldScope, n.FlowKeys.HoldScope)
 	return out
 }
 

@@ -25,3 +25,14 @@ func TestDiffSeesKeysWithAReach(t *testing.T) {
 		require.NotContains(t, fmt.Sprint(ch), "sk_")
 	}
 }
+
+// TestDiffSeesFlowKeys: a reload that changes a queue's flowKeys settings
+// (keys.md §2) says so in queuesChanged, old→new, like every other limit.
+func TestDiffSeesFlowKeys(t *testing.T) {
+	old, err := loadString(t, queueFile(1, "    flowKeys: {concurrency: 1}\n"))
+	require.NoError(t, err)
+	next, err := loadString(t, queueFile(1, "    flowKeys: {concurrency: 3, rateLimitMax: 5, rateLimitWindow: 2s, holdScope: queue}\n"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"emails: flowKeys.concurrency 1→3, flowKeys.rateLimitMax 0→5, flowKeys.rateLimitWindow 1s→2s, flowKeys.holdScope key→queue"},
+		Diff(old, next).ChangedLines())
+}
