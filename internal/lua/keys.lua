@@ -4,7 +4,7 @@
 --
 -- KEYS: the queue keys of lib.lua.
 -- ARGV[1..23]: queue parameters (lib.lua).
--- ARGV[ARG0 + 1]: op, then per op:
+-- ARGV[ARG0 + 1]: op, then per op (Returns after the arrow):
 --   get <fk>                        -> {now, fk, lane} or {now}
 --   put <fk> <conc> <rmax> <weight> -> {now, fk, lane}; "" leaves a value
 --                                      to the queue's flowKeys settings

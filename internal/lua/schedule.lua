@@ -127,13 +127,17 @@ end
 
 -- The job record of a tick, around the tick: the record publish.lua writes
 -- for a job without a delay (lib.lua's encode_meta: c, s, x and st first,
--- then pri, k), plus the schedule that published it (sid), then "\n" and
+-- then fk when the schedule has a flow key, pri, k), plus the schedule that
+-- published it (sid), then "\n" and
 -- the payload. head ends inside k ("schedule:<id>:"), tail starts by
 -- closing it. Built when the schedule is written, so that a firing only
 -- joins strings: a member every job of the schedule carries is one more
 -- line here, in encode_meta's order.
 local function job_parts(id, meta, payload)
   local head, tail = {}, {}
+  if type(meta.flowKey) == 'string' and meta.flowKey ~= '' then
+    head[#head + 1] = ',"fk":' .. cjson.encode(meta.flowKey) -- right after st (lib.lua)
+  end
   local pri = tonumber(meta.priority) or 0
   if pri > 0 then head[#head + 1] = fmt(',"pri":%d', pri) end
   local key = cjson.encode('schedule:' .. id .. ':')
@@ -152,6 +156,28 @@ local function fire_record(id, def, iv)
   if pri < 0 or pri > 9 or pri % 1 ~= 0 then error('schedule.lua: priority out of 0-9: ' .. tostring(meta.priority)) end
   local head, tail = job_parts(id, meta, payload)
   return fmt('%d|%d', iv, pri) .. head .. '\n' .. tail
+end
+
+-- The flow key of a fire record whose head holds ',"fk":' (its JSON string
+-- starts at i, the opening quote), decoded once per schedule and call.
+local fk_cache = {}
+local function fire_flow_key(v, i)
+  local k = fk_cache[v]
+  if k then return k end
+  local j = i + 1
+  while true do
+    local c = string.byte(v, j)
+    if c == 92 then
+      j = j + 2 -- a backslash escapes the next byte
+    elseif c == 34 or c == nil then
+      break
+    else
+      j = j + 1
+    end
+  end
+  k = cjson.decode(string.sub(v, i, j))
+  fk_cache[v] = k
+  return k
 end
 
 -- Millisecond times as strings, formatted once per call (a round's ticks
@@ -195,6 +221,7 @@ local function publish_ticks(now, T)
     keys[i] = 'schedule:' .. ids[i] .. ':' .. ts
   end
   local found = redis.call('HMGET', K_IDEM, unpack(keys))
+  local lwait, lane_n, lane_order = {}, {}, {} -- keyed ticks (flow keys, lanes.lua)
   local head = fmt('{"c":%d,"s":%d,"x":%d,"st":"p"', now, now, now + P.lifetime)
   local life = fmt('%d', now + P.lifetime)
   local scores = {}
@@ -218,8 +245,20 @@ local function publish_ticks(now, T)
       end
       jobs[w + 1] = job
       jobs[w + 2] = head .. string.sub(v, bar + 2, nl - 1) .. tss[i] .. string.sub(v, nl + 1)
-      waiting[w + 1] = score
-      waiting[w + 2] = job
+      if string.sub(v, bar + 2, bar + 7) == ',"fk":' then
+        -- A schedule with a flow key: its jobs wait in their lane.
+        local fk = fire_flow_key(v, bar + 8)
+        lwait[#lwait + 1] = '0'
+        lwait[#lwait + 1] = lane_member(fk, pri, now, job)
+        if not lane_n[fk] then
+          lane_n[fk] = 0
+          lane_order[#lane_order + 1] = fk
+        end
+        lane_n[fk] = lane_n[fk] + 1
+      else
+        waiting[#waiting + 1] = score
+        waiting[#waiting + 1] = job
+      end
       lifetimes[w + 1] = life
       lifetimes[w + 2] = job
       idem[w + 1] = keys[i]
@@ -235,7 +274,12 @@ local function publish_ticks(now, T)
   end
   if w > 0 then
     redis.call('HSET', K_JOBS, unpack(jobs))
-    redis.call('ZADD', K_WAITING, unpack(waiting))
+    if #waiting > 0 then redis.call('ZADD', K_WAITING, unpack(waiting)) end
+    if #lwait > 0 then
+      redis.call('ZADD', K_LWAIT, unpack(lwait))
+      for _, fk in ipairs(lane_order) do LANE.published(fk, lane_n[fk]) end
+      LANE.flush(now)
+    end
     redis.call('ZADD', K_LIFETIMES, unpack(lifetimes))
     redis.call('HSET', K_IDEM, unpack(idem))
     redis.call('HINCRBY', K_STATE, 'n_pending', w / 2)

@@ -514,3 +514,30 @@ func TestLanesBulkCancel(t *testing.T) {
 		require.Zero(t, st.Counts.Pending)
 	})
 }
+
+// runtime.md §4 with keys.md: a schedule's flowKey is carried to every job
+// it publishes, which waits in that lane.
+func TestLanesScheduleFlowKey(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-sched")
+		fk := "tenant-7"
+		now, err := s.RedisTime(ctx)
+		require.NoError(t, err)
+		_, _, err = s.PutSchedule(ctx, q, store.Schedule{ID: "lane-every", Cron: "@every 1s", Timezone: "UTC",
+			Payload: json.RawMessage(`{"x":1}`), FlowKey: &fk, Source: store.ScheduleSourceAPI}, now.Add(-time.Second))
+		require.NoError(t, err)
+		tk, err := s.TickSchedules(ctx, q, 10)
+		require.NoError(t, err)
+		require.Len(t, tk.Fired, 1)
+		j, err := s.GetJob(ctx, q, tk.Fired[0].JobID)
+		require.NoError(t, err)
+		require.NotNil(t, j.FlowKey)
+		require.Equal(t, fk, *j.FlowKey)
+		c, err := s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 1)
+		require.Equal(t, fk, c.Jobs[0].FlowKey)
+	})
+}
