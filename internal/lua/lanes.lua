@@ -401,6 +401,25 @@ function LANE.take(now, max, probing)
   return ids, scores, lanes_of, wake
 end
 
+-- The flow key whose JSON string starts at byte i of s (its opening
+-- quote): a record's fk, read without decoding the record.
+local function record_flow_key(s, i)
+  local j = i + 1
+  while true do
+    local c = string.byte(s, j)
+    if c == 92 then
+      j = j + 2 -- a backslash escapes the next byte
+    elseif c == 34 or c == nil then
+      break
+    else
+      j = j + 1
+    end
+  end
+  local raw = string.sub(s, i + 1, j - 1)
+  if not string.find(raw, '\\', 1, true) then return raw end
+  return cjson.decode(string.sub(s, i, j))
+end
+
 -- Reads a lane for the keys endpoints (keys.lua, control.lua): nil when the
 -- lane has no field.
 local function lane_read(fk)

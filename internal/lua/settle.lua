@@ -77,10 +77,19 @@ for i = 0, n - 1 do
     local p = string.find(rec, '"st":"p"', 1, true)
     local h = string.find(rec, ',"h":', 1, true)
     local c = string.match(rec, '^{"c":(%d+)')
-    -- A keyed job (fk right after st) takes the general path: its lane
-    -- counts its slot (lanes.lua).
-    if nl and p and p < nl and (not h or h > nl) and c and string.sub(rec, p + 8, p + 13) ~= ',"fk":' then
+    -- A keyed job (fk right after st) frees its lane's slot (lanes.lua),
+    -- unless it is its lane's probe, which takes the general path.
+    local lane = nil
+    if nl and p and p < nl and string.sub(rec, p + 8, p + 13) == ',"fk":' then
+      lane = lane_get(record_flow_key(rec, p + 14))
+      if lane.probe == id then nl = nil end
+    end
+    if nl and p and p < nl and (not h or h > nl) and c then
       fast = true
+      if lane then
+        if lane.nf > 0 then lane.nf = lane.nf - 1 end
+        lane_mark(lane)
+      end
       done_ids[#done_ids + 1] = id
       done_recs[#done_recs + 1] = id
       done_recs[#done_recs + 1] = string.sub(rec, 1, p + 5) .. 'c' .. string.sub(rec, p + 7, nl - 2) ..
