@@ -41,6 +41,25 @@ type Backend interface {
 	Pause(ctx context.Context, q config.Queue, reason string) error
 	// Resume ends a pause and cuts a backpressure hold short (the queue probes).
 	Resume(ctx context.Context, q config.Queue) error
+
+	// The lanes of a queue (flow keys, keys.md §2, §3, §5; keys.go).
+
+	// GetKey reads one lane; store.ErrNotFound when it has no jobs, no
+	// override and no hold.
+	GetKey(ctx context.Context, q config.Queue, flowKey string) (store.Key, error)
+	// ListKeys reads one page of q's lanes in state (store.KeyAll: every
+	// lane) from cursor ("" first) and the next page's cursor ("" after
+	// the last).
+	ListKeys(ctx context.Context, q config.Queue, state store.KeyState, cursor string, limit int) ([]store.Key, string, error)
+	// PutKey sets a lane's whole override (a nil member: the queue's
+	// flowKeys settings) and returns the lane as it is now.
+	PutKey(ctx context.Context, q config.Queue, flowKey string, o store.KeyOverride) (store.Key, error)
+	// DeleteKey removes a lane's override; store.ErrNotFound when nothing
+	// of the lane remains (or was there).
+	DeleteKey(ctx context.Context, q config.Queue, flowKey string) error
+	// ResumeKey ends a lane's hold early into probing; store.ErrNotFound
+	// for a lane that does not exist.
+	ResumeKey(ctx context.Context, q config.Queue, flowKey string) (store.Key, error)
 }
 
 // Waker is told about every publish, replay and resume so dispatchers (this

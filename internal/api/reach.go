@@ -76,6 +76,14 @@ var routeAccess = map[string]access{
 	// delay. docs/control.md says so.
 	"POST /v1/jobs/{id}/cancel":      {config.RoleAdmin, fromJob},
 	"POST /v1/queues/{queue}/cancel": {config.RoleAdmin, fromQueue},
+	// Lanes (keys.go, keys.md §5): a publisher reads its queues' lanes as
+	// it reads the queue; an override or a lane's resume changes how the
+	// queue delivers, like pause and resume, and is the admin's.
+	"GET /v1/queues/{queue}/keys":                   {config.RolePublisher, fromQueue},
+	"GET /v1/queues/{queue}/keys/{flowKey}":         {config.RolePublisher, fromQueue},
+	"PUT /v1/queues/{queue}/keys/{flowKey}":         {config.RoleAdmin, fromQueue},
+	"DELETE /v1/queues/{queue}/keys/{flowKey}":      {config.RoleAdmin, fromQueue},
+	"POST /v1/queues/{queue}/keys/{flowKey}/resume": {config.RoleAdmin, fromQueue},
 	// Schedules are the admin's (runtime.md §3). The queue is in the body,
 	// the query or behind the schedule id: the handlers check the reach
 	// (schedules.go), with the same 403 for a missing schedule.

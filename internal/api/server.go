@@ -141,6 +141,7 @@ func (s *Server) routes() {
 	s.registerAdminRoutes()
 	s.registerListRoutes()
 	s.registerCancelRoutes()
+	s.registerKeyRoutes()
 	s.registerEventRoutes()
 	s.registerScheduleRoutes()
 	s.registerOpenAPIRoutes()
