@@ -12,11 +12,14 @@
 //   - Counters and histograms are this daemon's events, fed by the
 //     dispatcher (Metrics implements dispatch.Observer) and the API adapter
 //     (Published, Callback). Sum them over the fleet in PromQL.
-//   - Gauges (simpleqd_jobs, simpleqd_queue_hold_state) are not tracked in
-//     process at all: a custom Collector reads store.QueueStatus from Redis at
-//     scrape time, so every daemon reports the same fleet-wide truth and no
-//     in-memory copy can drift. Take max() or any one daemon's series rather
-//     than sum() for them.
+//   - Gauges (simpleqd_jobs, simpleqd_queue_hold_state, simpleqd_held_keys)
+//     are not tracked in process at all: a custom Collector reads
+//     store.QueueStatus from Redis at scrape time, so every daemon reports
+//     the same fleet-wide truth and no in-memory copy can drift. Take max()
+//     or any one daemon's series rather than sum() for them.
+//   - Bounded cardinality: series are labelled by queue (and outcome,
+//     reason, script), never by job or flow key; lanes are counted per
+//     queue (simpleqd_lane_holds_total, simpleqd_lane_probes_total).
 //
 // Some series are approximations; each one's help text and the method that
 // feeds it says how. The main gap: transitions made inside Redis scripts

@@ -118,6 +118,8 @@ type Metrics struct {
 	probes            *prometheus.CounterVec
 	holdsStarted      *prometheus.CounterVec
 	breakerHolds      *prometheus.CounterVec
+	laneHolds         *prometheus.CounterVec
+	laneProbes        *prometheus.CounterVec
 	dead              *prometheus.CounterVec
 	deliveryDuration  *prometheus.HistogramVec
 	publishToDelivery *prometheus.HistogramVec
@@ -224,6 +226,19 @@ func New(opts Options) *Metrics {
 				"or a failed probe after a breaker hold) on outcomes this daemon recorded; also counted in " +
 				"simpleqd_holds_started_total.",
 		}, []string{"queue"}),
+		// Lanes (flow keys, keys.md §5) are counted per queue, never per
+		// key: a queue may have 100,000 lanes.
+		laneHolds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "simpleqd_lane_holds_total",
+			Help: "Lane holds asked for by outcomes and callbacks this daemon recorded (keyed jobs' 429/503/529 and " +
+				"key-scope defers, keys.md §3): one per answer, so a burst of 429s in one lane counts each; the " +
+				"queue's own holds are simpleqd_holds_started_total.",
+		}, []string{"queue"}),
+		laneProbes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "simpleqd_lane_probes_total",
+			Help: "Probes of held lanes this daemon started (one per lane hold that ended, fleet-wide, plus one " +
+				"after each failed lane probe); the queue's own probes are simpleqd_probes_total.",
+		}, []string{"queue"}),
 		dead: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "simpleqd_jobs_dead_total",
 			Help: "Jobs dead-lettered by outcomes and callbacks this daemon recorded, by reason (deaths found by " +
@@ -259,7 +274,7 @@ func New(opts Options) *Metrics {
 		m.scriptDuration.WithLabelValues(name)
 		m.scriptErrors.WithLabelValues(name)
 	}
-	m.reg.MustRegister(m.published, m.deliveries, m.probes, m.holdsStarted, m.breakerHolds, m.dead,
+	m.reg.MustRegister(m.published, m.deliveries, m.probes, m.holdsStarted, m.breakerHolds, m.laneHolds, m.laneProbes, m.dead,
 		m.deliveryDuration, m.publishToDelivery, m.scriptDuration, m.scriptErrors,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -301,6 +316,8 @@ func (m *Metrics) InitQueues(names []string) {
 		m.published.WithLabelValues(q)
 		m.holdsStarted.WithLabelValues(q)
 		m.breakerHolds.WithLabelValues(q)
+		m.laneHolds.WithLabelValues(q)
+		m.laneProbes.WithLabelValues(q)
 		for _, o := range outcomes {
 			m.deliveries.WithLabelValues(q, o)
 		}
@@ -355,9 +372,13 @@ func (m *Metrics) Reaped(queue string, r store.Reaped) {
 
 // Claimed is called by the dispatcher for every job it takes for delivery.
 // A first delivery (attempt 1, never deferred) observes publish-to-delivery
-// latency; a probe is remembered until its result is known.
+// latency; a probe is remembered until its result is known; a lane's probe
+// is counted.
 func (m *Metrics) Claimed(queue string, j store.ClaimedJob) {
 	now := m.now()
+	if j.LaneProbe {
+		m.laneProbes.WithLabelValues(queue).Inc()
+	}
 	if j.Attempt == 1 && j.DeferCount == 0 && !j.CreatedAt.IsZero() {
 		// CreatedAt is on Redis' clock, now on ours: clamp small skew.
 		m.publishToDeliveryBy.get(queue, func() prometheus.Observer { return m.publishToDelivery.WithLabelValues(queue) }).
@@ -394,6 +415,9 @@ func (m *Metrics) Settled(queue string, o store.Outcome, s store.Settled, took t
 	}
 	if s.Word == "DEAD" {
 		m.Dead(queue, s.Detail)
+	}
+	if !s.LaneUntil.IsZero() {
+		m.laneHolds.WithLabelValues(queue).Inc()
 	}
 
 	m.mu.Lock()
@@ -446,6 +470,9 @@ func (m *Metrics) Callback(queue string, cb store.Callback, s store.Settled) {
 	}
 	if s.Word == "ACKED" || s.Word == "" {
 		return // a repeated ack changes nothing
+	}
+	if !s.LaneUntil.IsZero() {
+		m.laneHolds.WithLabelValues(queue).Inc()
 	}
 	// A lane's hold (keys.md §3) is not the queue's.
 	queueScope := cb.Kind == store.CallbackDefer && cb.Scope != store.ScopeJob && s.LaneUntil.IsZero()
@@ -552,6 +579,7 @@ type statusCollector struct {
 	log     *zap.Logger
 	jobs    *prometheus.Desc
 	hold    *prometheus.Desc
+	held    *prometheus.Desc
 	up      *prometheus.Desc
 
 	flight singleflight.Group
@@ -584,6 +612,10 @@ func newStatusCollector(status StatusFunc, timeout, ttl time.Duration, log *zap.
 			"1 for the queue's current delivery state (open, held, probing, paused), 0 for the others; read from Redis "+
 				"at scrape time (at most a second old).",
 			[]string{"queue", "state"}, nil),
+		held: prometheus.NewDesc("simpleqd_held_keys",
+			"Lanes (flow keys, keys.md) of the queue that are held or probing, read from Redis at scrape time "+
+				"(fleet-wide; at most a second old). One series per queue, never one per key.",
+			[]string{"queue"}, nil),
 		up: prometheus.NewDesc("simpleqd_queue_status_up",
 			"1 when this scrape read every configured queue's status from Redis, 0 when any read failed "+
 				"(the gauges of the queues that failed are missing).", nil, nil),
@@ -634,6 +666,7 @@ func (c *statusCollector) read() *statusRead {
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.jobs
 	ch <- c.hold
+	ch <- c.held
 	ch <- c.up
 }
 
@@ -665,5 +698,6 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.hold, prometheus.GaugeValue, v, st.Name, string(h))
 		}
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(st.Counts.HeldKeys), st.Name)
 	}
 }
