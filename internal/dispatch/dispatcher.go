@@ -445,28 +445,25 @@ func (d *Dispatcher) sweepLoop(ctx context.Context) {
 			return
 		case d.sweepSlots <- struct{}{}:
 		}
-		var e *queueEntry
-		for e == nil {
-			d.mu.Lock()
-			if len(d.sweep) > 0 {
-				e = d.sweep[0]
-				d.sweep[0] = nil
-				d.sweep = d.sweep[1:]
-				if len(d.sweep) == 0 {
-					d.sweep = nil // let a long backlog's array go
-				}
-				e.queued = false
-			}
-			d.mu.Unlock()
-			if e == nil {
-				select {
-				case <-ctx.Done():
-					return
-				case <-d.sweepKick:
-				}
-			}
-		}
+		// A queue leaves the sweep and gets its pump under one hold of
+		// d.mu, so a check is always either queued or running.
 		d.mu.Lock()
+		for len(d.sweep) == 0 {
+			d.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.sweepKick:
+			}
+			d.mu.Lock()
+		}
+		e := d.sweep[0]
+		d.sweep[0] = nil
+		d.sweep = d.sweep[1:]
+		if len(d.sweep) == 0 {
+			d.sweep = nil // let a long backlog's array go
+		}
+		e.queued = false
 		started := false
 		if d.queues[e.name] == e {
 			if e.pump != nil {

@@ -7,3 +7,11 @@ func OnPumpEnd(d *Dispatcher, f func(queue string)) {
 	defer d.mu.Unlock()
 	d.onRetire = f
 }
+
+// Quiet reports whether d runs no pump and has no check waiting: every
+// queue is retired.
+func Quiet(d *Dispatcher) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.active == 0 && len(d.sweep) == 0
+}

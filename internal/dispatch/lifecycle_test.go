@@ -60,8 +60,8 @@ func startNode(t *testing.T, rd *redistest.Server, queues map[string]config.Queu
 	go func() {
 		defer wg.Done()
 		_ = n.bus.Run(ctx, func() {
-			once.Do(func() { close(n.subscribed) })
 			n.disp.WakeAll()
+			once.Do(func() { close(n.subscribed) })
 		})
 	}()
 	go func() { defer wg.Done(); _ = n.disp.Run(ctx) }()
@@ -70,18 +70,18 @@ func startNode(t *testing.T, rd *redistest.Server, queues map[string]config.Queu
 }
 
 // quiet waits until n's bus listens and the checks of its start (Run's,
-// and the bus's after it subscribed) have retired: no pump runs.
+// and the bus's after it subscribed) are over: no pump runs, none waits.
 func (n *node) quiet(t *testing.T) {
 	t.Helper()
 	<-n.subscribed
-	require.Eventually(t, func() bool { return n.ended.Load() >= 2 && n.disp.ActivePumps() == 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return dispatch.Quiet(n.disp) }, 5*time.Second, time.Millisecond)
 }
 
 // retiredWhile waits until a pump has ended since ends was read and none
 // runs, while cond holds: the queue waits with no pump.
 func (n *node) retiredWhile(t *testing.T, ends int32, cond func() bool, msg string) {
 	t.Helper()
-	require.Eventually(t, func() bool { return n.ended.Load() > ends && n.disp.ActivePumps() == 0 && cond() },
+	require.Eventually(t, func() bool { return n.ended.Load() > ends && dispatch.Quiet(n.disp) && cond() },
 		5*time.Second, time.Millisecond, msg)
 }
 
