@@ -1,9 +1,11 @@
 // Package hold is simpleqd's model of rate-aware backpressure: which webhook
 // answers are backpressure, how a Retry-After is read, and the queue hold
-// state machine. The transitions themselves run inside the Redis scripts
-// (lua/claim.lua, lua/lib.lua on_defer/on_success) so every daemon of a fleet
-// sees one hold; this package is the single place that documents them and
-// holds the Go-side rules.
+// state machine. The transitions themselves run inside the Redis scripts so
+// every daemon of a fleet sees one hold: lua/hold.lua has them once
+// (hold_apply, hold_gate, hold_take_probe, hold_end_probe, hold_resume),
+// for the queue (lua/lib.lua's queue_hold) and for each lane of a queue
+// alike (flow keys, lua/lanes.lua; keys.md §3). This package documents them
+// and holds the Go-side rules.
 //
 // The state machine of one queue:
 //

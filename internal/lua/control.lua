@@ -13,10 +13,9 @@ if op == 'pause' then
   redis.call('HSET', K_STATE, 'paused', '1', 'pause_reason', reason)
 elseif op == 'resume' then
   redis.call('HSET', K_STATE, 'paused', '0', 'pause_reason', '')
-  if redis.call('HGET', K_STATE, 'hold') == '1' then
-    local until_ms = tonumber(redis.call('HGET', K_STATE, 'hold_until') or '0')
-    if until_ms > now then redis.call('HSET', K_STATE, 'hold_until', now) end
-  end
+  -- hold.lua: a held queue goes to probing, never straight to open.
+  local h = queue_hold()
+  if hold_resume(h, now) then redis.call('HSET', K_STATE, 'hold_until', fmt('%d', h.until_ms)) end
 else
   return redis.error_reply('control: unknown op ' .. tostring(op))
 end

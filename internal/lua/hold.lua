@@ -1,6 +1,7 @@
 -- hold.lua — the hold machine of hold/doc.go, written once for any holder:
--- a queue (lib.lua keeps its hold in K_STATE) and a lane of a queue
--- (lanes.lua keeps one per flow key in K_LANES). Prepended after lib.lua.
+-- a queue (lib.lua keeps its hold in K_STATE: queue_hold) and a lane of a
+-- queue (lanes.lua keeps one per flow key in K_LANES). The first file of
+-- every script's prelude; it uses nothing else.
 --
 -- A holder h is a table with:
 --   held      true while held or probing

@@ -287,16 +287,31 @@ local function state_get(field)
   return redis.call('HGET', K_STATE, field)
 end
 
--- The queue's probe job id, read once per script call and kept in step with
--- every write through set_probe (settle touches it once per outcome).
-local probe_cache = nil
+-- The queue's hold, a holder of hold.lua's machine (the same functions a
+-- lane uses): K_STATE hold, hold_until, probe_job and reason, read once per
+-- script call and kept in step with every write (settle looks at the probe
+-- once per outcome).
+local qhold = nil
+local function queue_hold(st)
+  if qhold == nil then
+    local v = st or redis.call('HMGET', K_STATE, 'hold', 'hold_until', 'probe_job', 'reason')
+    qhold = { held = v[1] == '1', until_ms = tonumber(v[2] or '0') or 0, probe = v[3] or '', reason = v[4] or '' }
+  end
+  return qhold
+end
+
+-- Writes the queue's hold as hold.lua left it.
+local function queue_hold_write(h)
+  redis.call('HSET', K_STATE, 'hold', h.held and '1' or '0', 'hold_until', fmt('%d', h.until_ms),
+    'reason', h.reason, 'probe_job', h.probe)
+end
+
 local function probe_job()
-  if probe_cache == nil then probe_cache = state_get('probe_job') or '' end
-  return probe_cache
+  return queue_hold().probe
 end
 
 local function set_probe(id)
-  probe_cache = id
+  hold_take_probe(queue_hold(), id)
   redis.call('HSET', K_STATE, 'probe_job', id)
 end
 
@@ -306,7 +321,10 @@ end
 
 -- The probe's delivery ended without success: the next job becomes the probe.
 local function drop_probe(id)
-  if is_probe(id) then set_probe('') end
+  if is_probe(id) then
+    hold_end_probe(queue_hold(), id, false, 0)
+    redis.call('HSET', K_STATE, 'probe_job', '')
+  end
 end
 
 -- Leaving the in-flight set: fix the awaiting-ack counter.
@@ -429,12 +447,10 @@ local function breaker_failure(now, err)
   local n = redis.call('HINCRBY', K_STATE, 'fails', 1)
   if n < P.breaker_failures then return end
   local release = now + P.breaker_hold
-  local cur = tonumber(state_get('hold_until') or '0')
-  if state_get('hold') ~= '1' or release > cur then
-    local reason = fmt('breaker: %d consecutive failures', n)
-    if err ~= '' then reason = reason .. '; last: ' .. string.sub(err, 1, 200) end
-    redis.call('HSET', K_STATE, 'hold', '1', 'hold_until', release, 'reason', reason)
-  end
+  local reason = fmt('breaker: %d consecutive failures', n)
+  if err ~= '' then reason = reason .. '; last: ' .. string.sub(err, 1, 200) end
+  local h = queue_hold()
+  if hold_apply(h, release, reason) then queue_hold_write(h) end
   tripped = release
 end
 
@@ -457,12 +473,10 @@ local function on_success(id, m, payload, now, status, code)
   hist_append(id, e)
   redis.call('ZADD', K_PURGE, fmt('%d', purge_at(m, now)), id)
   if probe then
-    set_probe('')
-    local until_ms = tonumber(state_get('hold_until') or '0')
-    if now >= until_ms then
-      redis.call('HSET', K_STATE, 'hold', '0', 'hold_until', '0')
-      return 'REOPENED', ''
-    end
+    local h = queue_hold()
+    local reopened = hold_end_probe(h, id, true, now)
+    queue_hold_write(h)
+    if reopened then return 'REOPENED', '' end
   end
   return 'COMPLETED', ''
 end
@@ -508,13 +522,10 @@ local function on_defer(id, m, payload, now, retry_after, scope, reason, code)
   if reason ~= '' then e.reason = reason end
   local release = now + retry_after
   if scope == 'queue' then
-    local cur = tonumber(state_get('hold_until') or '0')
-    local held = state_get('hold') == '1'
     -- The latest release wins, and the hold's reason is that defer's: one
-    -- that releases earlier changes neither.
-    if not held or release > cur then
-      redis.call('HSET', K_STATE, 'hold', '1', 'hold_until', release, 'reason', reason)
-    end
+    -- that releases earlier changes neither (hold.lua).
+    local h = queue_hold()
+    if hold_apply(h, release, reason) then queue_hold_write(h) end
   elseif scope == 'key' then
     LANE.defer(m, release, reason)
   end
@@ -712,7 +723,7 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
   -- slot of the caller is busy. Its own freed slot wakes it for the rest.
   if max <= 0 then return reply('BUSY') end
 
-  local st = redis.call('HMGET', K_STATE, 'paused', 'hold', 'hold_until', 'probe_job', 'lim_conc', 'lim_rmax', 'lim_rwin', 'kw')
+  local st = redis.call('HMGET', K_STATE, 'paused', 'hold', 'hold_until', 'probe_job', 'lim_conc', 'lim_rmax', 'lim_rwin', 'kw', 'reason')
   if st[1] == '1' then return reply('PAUSED') end
   -- Limits set over the API (queuedef.lua) are the fleet's one truth: a
   -- daemon whose copy of the queue is a moment old still claims under them.
@@ -720,23 +731,22 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
   if st[6] then P.rate_max = tonumber(st[6]) end
   if st[7] then P.rate_window = tonumber(st[7]) end
 
-  local probing = false
-  if st[2] == '1' then
-    local until_ms = tonumber(st[3] or '0')
-    if now < until_ms then
-      earlier(until_ms)
-      return reply('HELD')
-    end
-    local probe = st[4]
-    if probe and probe ~= '' then
-      local lease = redis.call('ZSCORE', K_INFLIGHT, probe)
-      if lease then
-        return reply('PROBING')
-      end
-      -- The probe left the in-flight set without an outcome that cleared it.
-      set_probe('')
-    end
-    probing = true
+  -- The queue's hold (hold.lua): held until its release, then exactly one
+  -- probe, and nothing else while the probe is in flight.
+  local h = queue_hold({ st[2], st[3], st[4], st[9] })
+  local had_probe = h.probe ~= ''
+  local gate = hold_gate(h, now, function(id) return redis.call('ZSCORE', K_INFLIGHT, id) ~= false end)
+  if gate == 'held' then
+    earlier(h.until_ms)
+    return reply('HELD')
+  elseif gate == 'probing' then
+    return reply('PROBING')
+  end
+  local probing = gate == 'probe'
+  if probing then
+    -- A probe that left the in-flight set without an outcome that ended it
+    -- (a lost lease) is forgotten: the next job probes.
+    if had_probe then redis.call('HSET', K_STATE, 'probe_job', '') end
     max = 1
   end
 

@@ -49,10 +49,10 @@ const (
 // All lists every script, so start-up can load each one before serving.
 var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, QueueDef, QueueDrop, Registry, Cancel, Schedule, SchedIndex, Lists, Stats, Keys}
 
-// prelude lists the files prepended to every script, in order: lib.lua
-// (keys, parameters, the job transitions), hold.lua (the hold machine, for
-// a queue and a lane alike) and lanes.lua (flow keys' lanes).
-var prelude = []string{"lib.lua", "hold.lua", "lanes.lua"}
+// prelude lists the files prepended to every script, in order: hold.lua
+// (the hold machine, for a queue and a lane alike), lib.lua (keys,
+// parameters, the job transitions) and lanes.lua (flow keys' lanes).
+var prelude = []string{"hold.lua", "lib.lua", "lanes.lua"}
 
 // Source returns the full source of a script: the shared prelude followed by
 // the script's own body.
