@@ -6,6 +6,23 @@
 // and only here, each with the queue's hash tag, so a queue's keys share one
 // Redis Cluster slot.
 //
+// What lives where, and why:
+//   - A queue's jobs, its hold, its counters and its lanes live in the
+//     queue's own keys (Keys: 11 of lib.lua, 6 of flow keys' lanes), so one
+//     script sees all it needs in one slot. Lanes (flow keys, keys.md) are
+//     fixed keys of the queue, not a key per lane: a lane is a field of
+//     {queue}:lanes and members of sorted sets, so every key a script
+//     touches is declared in KEYS, and a lane with no jobs, no override and
+//     no hold occupies nothing.
+//   - A lane's override (concurrency, rateLimitMax, weight) lives in its
+//     field of {queue}:lanes, shared by the fleet at once (PutKey).
+//   - Limits of queues created over the API live in the queue's state hash
+//     (lim_conc, lim_rmax, lim_rwin, written by queuedef.lua): every
+//     daemon's claim reads them there, so a change converges at once. A
+//     file queue's settings still travel as ARGV from the daemon's loaded
+//     configuration (issue 22 item 2 is not finished: during a rolling
+//     reload two daemons can briefly enforce two sets for file queues).
+//
 // Queues created over the API keep their definitions in Redis too: the
 // {queue}:meta hash in the queue's slot and a registry in a slot of its own,
 // {#registry} (keys and write order: queuedefs.go).
