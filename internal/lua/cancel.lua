@@ -226,7 +226,7 @@ local function cancel_chunk(ph, batch, at, aborted)
         local m, payload = split_record(rec)
         if ph == 'l' and m.fk then
           -- The member names the job's place in its lane exactly.
-          m.wd = lane_member_due(batch[2 * i - 1], m.fk)
+          m.wd = LANE.member_due(batch[2 * i - 1], m.fk)
         end
         local _, token = cancel_job(id, m, payload, now, err)
         if token and token ~= '' then

@@ -22,31 +22,31 @@ local now = now_ms()
 
 local function answer(L)
   if not L then return { now } end
-  return { now, L.fk, lane_encode(L) }
+  return { now, L.fk, LANE.encode(L) }
 end
 
 if op == 'get' then
-  return answer(lane_read(fk))
+  return answer(LANE.read(fk))
 elseif op == 'put' then
-  local L = lane_get(fk)
+  local L = LANE.get(fk)
   L.conc, L.rmax, L.w = ARGV[ARG0 + 3], ARGV[ARG0 + 4], ARGV[ARG0 + 5]
-  lane_mark(L)
+  LANE.mark(L)
   LANE.flush(now)
   return answer(L)
 elseif op == 'del' then
-  local L = lane_read(fk)
+  local L = LANE.read(fk)
   if not L then return { now } end
   L.conc, L.rmax, L.w = '', '', ''
-  lane_mark(L)
+  LANE.mark(L)
   LANE.flush(now)
   if L.fresh then return { now } end -- gone: no jobs, no hold
   return answer(L)
 elseif op == 'resume' then
-  local L = lane_read(fk)
+  local L = LANE.read(fk)
   if not L then return { now } end
   if hold_resume(L, now) then
     L.atv = '' -- its timed release is spent: place it anew
-    lane_mark(L)
+    LANE.mark(L)
     LANE.flush(now)
   end
   return answer(L)
@@ -62,10 +62,10 @@ elseif op == 'list' then
     local fks = {}
     if take > 0 then fks = redis.call('ZRANGE', K_LHELD, from + skip, from + skip + take - 1) end
     for _, k in ipairs(fks) do
-      local L = lane_read(k)
+      local L = LANE.read(k)
       if L then
         out[#out + 1] = k
-        out[#out + 1] = lane_encode(L)
+        out[#out + 1] = LANE.encode(L)
       end
     end
     if skip + take < n then out[2] = fmt('%d', skip + take) end
@@ -80,7 +80,7 @@ elseif op == 'list' then
     cur = r[1]
     local kv = r[2]
     for i = 1, #kv, 2 do
-      local L = lane_decode(kv[i], kv[i + 1])
+      local L = LANE.decode(kv[i], kv[i + 1])
       if state ~= 'active' or not L.held then
         out[#out + 1] = kv[i]
         out[#out + 1] = kv[i + 1]

@@ -27,6 +27,17 @@
 -- lanes (O(log lanes)) and one ZRANGEBYLEX in K_LWAIT (O(log jobs)); an
 -- empty, held or capped lane is in no set that a claim reads.
 
+-- Loaded on first use: the whole machine below is defined inside
+-- lanes_load, which the first access to a LANE member that is not yet
+-- there runs (LANE's metatable). A script call that touches no keyed job
+-- (a queue whose publishers never send a key) creates none of these
+-- functions: the prelude's cost per call is mostly creating closures.
+
+local lanes_loaded = false
+local function lanes_load()
+if lanes_loaded then return end
+lanes_loaded = true
+
 -- Virtual time one start costs a lane of weight w: LANE_STRIDE / w.
 local LANE_STRIDE = 1000000
 
@@ -364,9 +375,14 @@ function LANE.take(now, max, probing)
     else
       local L = lane_get(top[1])
       local mem = L.nm
-      if mem == nil then mem = lane_first_due(L.fk, now) end
-      if not mem then
-        lane_place(L, now) -- nothing due after all: out of the ready set
+      -- A lane placed ready under limits since lowered (a reload of
+      -- flowKeys) may be over the ones in force: it starts nothing more.
+      local conc, rmax = lane_conc(L), lane_rmax(L)
+      local over = conc > 0 and L.nf + L.na >= conc
+      if not over and rmax > 0 then over = lane_rate(L, now) >= rmax end
+      if mem == nil and not over then mem = lane_first_due(L.fk, now) end
+      if over or not mem then
+        lane_place(L, now) -- capped, or nothing due after all: out of the ready set
         lane_mark(L)
       else
         redis.call('ZREM', K_LWAIT, mem)
@@ -427,3 +443,13 @@ local function lane_read(fk)
   if not v then return nil end
   return lane_get(fk)
 end
+
+-- The lane functions scripts call by name.
+LANE.member, LANE.member_due, LANE.get, LANE.mark = lane_member, lane_member_due, lane_get, lane_mark
+LANE.encode, LANE.decode, LANE.read, LANE.record_flow_key = lane_encode, lane_decode, lane_read, record_flow_key
+end
+
+setmetatable(LANE, { __index = function(t, k)
+  lanes_load()
+  return rawget(t, k)
+end })

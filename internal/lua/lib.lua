@@ -102,8 +102,10 @@ local KX = 17
 local K_CALL = KEYS[KX + 1]
 -- The lane machine's entry points (lanes.lua fills them in): lib.lua's
 -- transitions call them for keyed jobs only, so a job without a flow key
--- pays one nil test.
+-- pays one nil test. flush is a no-op until the machine is loaded (no lane
+-- can have changed before).
 local LANE = {}
+LANE.flush = function() end
 
 -- A placeholder member of K_INFLIGHT (score +inf) and field of K_LEASES
 -- (value ""), present from a queue's first claim on. Redis stores a sorted
@@ -1095,10 +1097,11 @@ end
 local function stats_flush(key, now, c)
   if not key then return end
   -- Lane holds asked for and lane probes started in this call (lanes.lua).
-  if LANE.stats then
-    c.khold = (c.khold or 0) + LANE.stats.khold
-    c.kprobe = (c.kprobe or 0) + LANE.stats.kprobe
-    LANE.stats.khold, LANE.stats.kprobe = 0, 0
+  local ls = rawget(LANE, 'stats') -- nil: the lane machine was not loaded
+  if ls then
+    c.khold = (c.khold or 0) + ls.khold
+    c.kprobe = (c.kprobe or 0) + ls.kprobe
+    ls.khold, ls.kprobe = 0, 0
   end
   local minute = math.floor(now / 60000)
   local fresh = false

@@ -194,7 +194,7 @@ for i = 1, n do
     hset[h + 2] = rec
     if fk ~= '' then
       lwait[#lwait + 1] = '0'
-      lwait[#lwait + 1] = lane_member(fk, pri, tonumber(due_s), id)
+      lwait[#lwait + 1] = LANE.member(fk, pri, tonumber(due_s), id)
       if not lane_n[fk] then
         lane_n[fk] = 0
         lane_order[#lane_order + 1] = fk

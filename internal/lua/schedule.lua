@@ -249,7 +249,7 @@ local function publish_ticks(now, T)
         -- A schedule with a flow key: its jobs wait in their lane.
         local fk = fire_flow_key(v, bar + 8)
         lwait[#lwait + 1] = '0'
-        lwait[#lwait + 1] = lane_member(fk, pri, now, job)
+        lwait[#lwait + 1] = LANE.member(fk, pri, now, job)
         if not lane_n[fk] then
           lane_n[fk] = 0
           lane_order[#lane_order + 1] = fk

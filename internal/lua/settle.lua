@@ -81,14 +81,14 @@ for i = 0, n - 1 do
     -- unless it is its lane's probe, which takes the general path.
     local lane = nil
     if nl and p and p < nl and string.sub(rec, p + 8, p + 13) == ',"fk":' then
-      lane = lane_get(record_flow_key(rec, p + 14))
+      lane = LANE.get(LANE.record_flow_key(rec, p + 14))
       if lane.probe == id then nl = nil end
     end
     if nl and p and p < nl and (not h or h > nl) and c then
       fast = true
       if lane then
         if lane.nf > 0 then lane.nf = lane.nf - 1 end
-        lane_mark(lane)
+        LANE.mark(lane)
       end
       done_ids[#done_ids + 1] = id
       done_recs[#done_recs + 1] = id
