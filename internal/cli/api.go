@@ -63,9 +63,15 @@ func (e *APIError) Describe() string {
 // do sends one request. body, when not nil, is sent as JSON. A non-2xx
 // answer is returned as *APIError; the raw body is returned either way.
 func (a *apiClient) do(ctx context.Context, method, path string, query url.Values, body []byte) ([]byte, int, error) {
+	// path is escaped already (url.PathEscape of each name): a flow key's
+	// "/" must reach the API as %2F, inside its one path segment.
 	u := *a.base
-	u.Path = strings.TrimRight(u.Path, "/") + path
-	u.RawPath = ""
+	u.RawPath = strings.TrimRight(a.base.EscapedPath(), "/") + path
+	p, err := url.PathUnescape(u.RawPath)
+	if err != nil {
+		return nil, 0, fmt.Errorf("build request: %w", err)
+	}
+	u.Path = p
 	if query != nil {
 		u.RawQuery = query.Encode()
 	}

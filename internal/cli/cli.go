@@ -81,7 +81,7 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"publish": {usage: "publish QUEUE [--payload JSON | --payload-file FILE] [--idempotency-key K] [--delay SECONDS] [--priority P] [--replace-key K]",
+	"publish": {usage: "publish QUEUE [--payload JSON | --payload-file FILE] [--idempotency-key K] [--delay SECONDS] [--priority P] [--replace-key K] [--flow-key K]",
 		summary: "publish one job (payload defaults to {}; --payload-file - reads stdin)", minArgs: 1, maxArgs: 1, setup: publishCmd},
 	"job":    {usage: "job ID", summary: "show a job with its history", minArgs: 1, maxArgs: 1, setup: jobCmd},
 	"queues": {usage: "queues", summary: "list every queue with its counts and hold state", maxArgs: 0, setup: queuesCmd},
@@ -99,6 +99,8 @@ var commands = map[string]command{
 		maxArgs: 1, setup: jobsCmd},
 	"stats": {usage: "stats QUEUE [--since T] [--until T]", summary: "show a queue's fleet-wide deliveries, 429s, holds, probes and dead jobs per minute (default: the last hour)",
 		maxArgs: 1, setup: statsCmd},
+	"keys": {usage: keysUsage, summary: "list a queue's lanes (flow keys), show one, set or delete its override, resume a held lane",
+		minArgs: 2, maxArgs: 3, setup: keysCmd},
 	"schedule": {usage: scheduleUsage, summary: "create, list, show, delete, pause or resume schedules (cron jobs that publish to a queue)",
 		minArgs: 1, maxArgs: 2, setup: scheduleCmd},
 }

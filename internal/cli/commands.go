@@ -30,6 +30,7 @@ func publishCmd(fs *pflag.FlagSet) func(context.Context, *call) error {
 	delay := fs.String("delay", "", "seconds before the first delivery (0-86400, fractions allowed)")
 	priority := fs.Int("priority", 0, "0-9: due jobs go highest priority first (simpleqd)")
 	replaceKey := fs.String("replace-key", "", "replace the payload of this key's job while it was never delivered (simpleqd)")
+	flowKey := fs.String("flow-key", "", "the job's lane: its own limits, hold and probe inside the queue (simpleqd, docs/flow-keys.md)")
 	return func(ctx context.Context, c *call) error {
 		var raw []byte
 		switch {
@@ -80,6 +81,14 @@ func publishCmd(fs *pflag.FlagSet) func(context.Context, *call) error {
 		if flagGiven(fs, "replace-key") {
 			k, _ := json.Marshal(*replaceKey)
 			body.WriteString(`,"replaceKey":`)
+			body.Write(k)
+		}
+		if flagGiven(fs, "flow-key") {
+			if *flowKey == "" || len(*flowKey) > 255 {
+				return usagef("--flow-key must be 1-255 bytes (got %d)", len(*flowKey))
+			}
+			k, _ := json.Marshal(*flowKey)
+			body.WriteString(`,"flowKey":`)
 			body.Write(k)
 		}
 		body.WriteString("}")
