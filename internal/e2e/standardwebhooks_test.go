@@ -4,7 +4,7 @@ package test
 //
 //   - TestStandardWebhooksLibrary: a webhook built on the Standard Webhooks
 //     specification's own TypeScript library (npm "standardwebhooks",
-//     pinned in test/standardwebhooks/package-lock.json) verifies real
+//     pinned in internal/e2e/standardwebhooks/package-lock.json) verifies real
 //     deliveries from a daemon, for every way a queue can name its secrets,
 //     each active secret on its own.
 //   - TestSecretRotation: the rotation procedure of docs/operations.md, step
@@ -55,7 +55,7 @@ var (
 // or npm the test skips, except in CI, where it must run.
 func swPrepare(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(exRoot(t), "test", "standardwebhooks")
+	dir := filepath.Join(exRoot(t), "internal", "e2e", "standardwebhooks")
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") != "" {
@@ -117,7 +117,7 @@ func TestStandardWebhooksLibrary(t *testing.T) {
 		Env: []string{"SW_SECRETS=" + swSingle + " env-raw-secret"}})
 	queuesJSON, err := json.Marshal(queues)
 	require.NoError(t, err)
-	exStart(t, exExample{name: "standardwebhooks", interp: "node", path: "test/standardwebhooks/verify.mjs"},
+	exStart(t, exExample{name: "standardwebhooks", interp: "node", path: "internal/e2e/standardwebhooks/verify.mjs"},
 		[]string{"LISTEN=127.0.0.1:" + strconv.Itoa(port), "QUEUES=" + string(queuesJSON)}, port)
 
 	var ids []string
