@@ -49,6 +49,12 @@ func TestKeysWithAReach(t *testing.T) {
 	require.Equal(t, d.Do("GET", "/v1/queues/tenant-b-1", nil, as(pub)...).Body,
 		d.Do("GET", "/v1/queues/tenant-b-nope", nil, as(pub)...).Body)
 	forbidden(d.Do("POST", "/v1/queues/tenant-a-1/pause", map[string]any{}, as(pub)...))
+	// Lanes (keys.md §5): a publisher reads its queues' lanes, changes none.
+	r = d.Do("GET", "/v1/queues/tenant-a-1/keys?state=held", nil, as(pub)...)
+	require.Equal(t, 200, r.Status, string(r.Body))
+	forbidden(d.Do("GET", "/v1/queues/tenant-b-1/keys", nil, as(pub)...))
+	forbidden(d.Do("PUT", "/v1/queues/tenant-a-1/keys/t1", map[string]any{"weight": 2}, as(pub)...))
+	forbidden(d.Do("POST", "/v1/queues/tenant-a-1/keys/t1/resume", map[string]any{}, as(pub)...))
 	forbidden(d.Do("POST", "/v1/queues/tenant-b-1/pause", map[string]any{}, as(pub)...))
 
 	listed := func(key string) []string {
