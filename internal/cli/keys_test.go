@@ -42,7 +42,7 @@ func TestKeysList(t *testing.T) {
 	require.Contains(t, r.stdout, `"nextCursor":"17"`)
 
 	for _, args := range [][]string{
-		{"keys", "list"},                              // no queue
+		{"keys", "list"}, // no queue
 		{"keys", "list", "emails", "--state", "open"}, // not a state
 		{"keys", "list", "emails", "--limit", "0"},
 		{"keys", "list", "emails", "--weight", "2"}, // a set flag

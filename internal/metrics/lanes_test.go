@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/simpleq/simpleqd/internal/metrics"
 	"github.com/simpleq/simpleqd/internal/store"
 )
