@@ -130,6 +130,13 @@ local function lane_first_due(fk, now)
   return nil, best
 end
 
+-- A sorted set's score as a number. Redis answers a round score such as
+-- 1e8 as "100000000"; the embedded store (miniredis) as "1e+8", which its
+-- Lua's tonumber reads only with a fraction ("1.0e+8").
+local function lane_score(s)
+  return tonumber(s) or tonumber((string.gsub(s, '^(-?%d+)([eE])', '%1.0%2')))
+end
+
 -- A lane's starts in the sliding window at now, and the oldest start.
 local function lane_rate(L, now)
   local lo, hi = '[' .. L.fk .. '\0', '(' .. L.fk .. '\1'
@@ -359,7 +366,7 @@ function LANE.take(now, max, probing)
       end
       break
     end
-    local lpass = tonumber(top[2])
+    local lpass = lane_score(top[2])
     if lane_dpass < lane_vt then lane_dpass = lane_vt end
     if ddue and lane_dpass <= lpass then
       -- The default lane's turn.
@@ -413,7 +420,7 @@ function LANE.take(now, max, probing)
   end
   local wake = nil
   local first = redis.call('ZRANGE', K_LTIMED, 0, 0, 'WITHSCORES')
-  if first[2] then wake = tonumber(first[2]) end
+  if first[2] then wake = lane_score(first[2]) end
   return ids, scores, lanes_of, wake
 end
 
