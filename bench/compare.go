@@ -332,6 +332,14 @@ func compareRun(ctx context.Context, bin, work string, hook *noopWebhook, o opti
 	prio := newAPI(d.url)
 	prio.mixedPriority = true
 	products = append(products, product{"simpleqd, priorities 0-9 mixed", "daemon", simpleqdRun("prio", pprof1, rs, d, prio)})
+	// With -keys K, the same daemon and workload with the jobs spread
+	// round-robin over K flow keys (keys.md): the queue-level figures with
+	// lanes in use.
+	if o.keys > 0 {
+		keyed := newAPI(d.url)
+		keyed.flowKey = roundRobinKeys(o.keys)
+		products = append(products, product{fmt.Sprintf("simpleqd, %s flow keys", commas(o.keys)), "daemon", simpleqdRun("keys", pprof1, rs, d, keyed)})
+	}
 	if o.against != "" {
 		rs2, err := startRedis(ctx, work, "rc2", false)
 		if err != nil {

@@ -263,9 +263,19 @@ type epollWebhook struct {
 	lat      *latencyTracker
 	stopping atomic.Bool
 	done     chan struct{}
+	// respond, when set, answers each request from its body instead of
+	// the empty 200 (the flow-key rows count deliveries per lane and
+	// answer one lane 429, keys.go).
+	respond func(body []byte) []byte
 }
 
 func newEpollWebhook(lat *latencyTracker) *epollWebhook {
+	return newEpollWebhookFunc(lat, nil)
+}
+
+// newEpollWebhookFunc is newEpollWebhook whose answers come from respond
+// (nil: the empty 200). respond runs on the loop's goroutine.
+func newEpollWebhookFunc(lat *latencyTracker, respond func(body []byte) []byte) *epollWebhook {
 	lfd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
 	must(err)
 	must(syscall.SetsockoptInt(lfd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1))
@@ -278,7 +288,7 @@ func newEpollWebhook(lat *latencyTracker) *epollWebhook {
 	must(syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, lfd, &syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(lfd)}))
 	h := &epollWebhook{
 		url: fmt.Sprintf("http://127.0.0.1:%d/hook", sa.(*syscall.SockaddrInet4).Port),
-		lfd: lfd, epfd: epfd, lat: lat, done: make(chan struct{}),
+		lfd: lfd, epfd: epfd, lat: lat, done: make(chan struct{}), respond: respond,
 	}
 	go h.loop()
 	return h
@@ -359,6 +369,10 @@ func (h *epollWebhook) answer(c *epollConn) error {
 	err := c.eachMessage(func(_, body []byte) error {
 		h.count.Add(1)
 		h.lat.observe(body)
+		if h.respond != nil {
+			c.out = append(c.out, h.respond(body)...)
+			return nil
+		}
 		c.out = append(c.out, okResponse...)
 		return nil
 	})

@@ -5,6 +5,7 @@
 //	go run ./bench                 # the full table (a few minutes)
 //	go run ./bench -quick          # smaller N, for a smoke run
 //	go run ./bench -only compare   # simpleqd, asynq and BullMQ side by side
+//	go run ./bench -only keys      # flow keys: rate by lanes, memory, fairness, a held lane
 //
 // Every phase is bounded in count and time and stops by itself. Numbers come
 // from this machine with everything sharing its cores: Redis, the daemons, the
@@ -59,6 +60,12 @@ type options struct {
 	// a Redis of its own: an A/B of two versions in the same phase of the
 	// machine, each with its own ratio to the competitors.
 	against string
+	// keysN is the jobs of each delivery run of -only keys; keys, with
+	// -only compare, adds a simpleqd run whose jobs carry that many flow
+	// keys round-robin (keys.go).
+	keysN     int
+	keys      int
+	keysParts string
 }
 
 func main() {
@@ -73,15 +80,18 @@ func main() {
 	flag.BoolVar(&o.skipCompare, "skip-compare", false, "skip the asynq and BullMQ rows (they need Go modules and npm packages)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the daemon during the 1-daemon delivery run to this file; with -only compare, a path prefix for a daemon profile and a perf record of Redis per simpleqd round")
-	flag.StringVar(&o.only, "only", "", "run only this phase: publish (single, batch, memory) | delivery (publish rows too, and tracing off vs on) | latency (delivery rows too) | claim (claim cost, 1k vs 1M waiting) | backpressure | compare (simpleqd, asynq and BullMQ deliveries, round by round) | schedules (10,000 schedules: tick lag and CPU) | queues (10,000 queues created over the API: an idle daemon's CPU, Redis memory per empty queue) | cancel (bulk cancel of 1M waiting jobs)")
+	flag.StringVar(&o.only, "only", "", "run only this phase: publish (single, batch, memory) | delivery (publish rows too, and tracing off vs on) | latency (delivery rows too) | claim (claim cost, 1k vs 1M waiting) | backpressure | compare (simpleqd, asynq and BullMQ deliveries, round by round) | schedules (10,000 schedules: tick lag and CPU) | queues (10,000 queues created over the API: an idle daemon's CPU, Redis memory per empty queue) | cancel (bulk cancel of 1M waiting jobs) | keys (flow keys: delivery rate by lanes, memory per lane, fairness, a held lane)")
 	flag.IntVar(&o.runs, "runs", 5, "repeat the headline throughput runs this many times and report the median")
 	flag.StringVar(&o.against, "against", "", "with -only compare: a second simpleqd binary (e.g. an older version's build) run in every round beside this one, for an A/B in the same phase of the machine")
+	flag.IntVar(&o.keysN, "keys-n", 200000, "jobs of each delivery run of -only keys (enough for 100,000 lanes to hold two each)")
+	flag.StringVar(&o.keysParts, "keys-parts", "", "with -only keys: only these parts, comma-separated: rate, memory, fair, held (default all)")
+	flag.IntVar(&o.keys, "keys", 0, "with -only compare: also run simpleqd with its jobs spread round-robin over this many flow keys")
 	flag.IntVar(&o.warmup, "warmup", 1, "unmeasured runs before the headline throughput runs (connection pools, goroutines, heap and Redis tables grow to size)")
 	flag.Parse()
 	if o.quick {
 		o.n, o.publishN, o.batchN, o.claimBig = 3000, 3000, 20000, 50000
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -114,6 +124,12 @@ func run(ctx context.Context, o options) error {
 
 	if o.only == "compare" {
 		if err := compareRun(ctx, bin, work, hook, o, max(o.runs, 1), add); err != nil {
+			return err
+		}
+		return printRows(rows)
+	}
+	if o.only == "keys" {
+		if err := keysRun(ctx, bin, work, hook, o, add); err != nil {
 			return err
 		}
 		return printRows(rows)
@@ -439,6 +455,10 @@ func run(ctx context.Context, o options) error {
 		if err := backpressureRun(ctx, bin, work, n, add); err != nil {
 			return err
 		}
+	}
+
+	if err := keysRun(ctx, bin, work, hook, o, add); err != nil {
+		return err
 	}
 
 	if !o.skipCluster {
@@ -977,6 +997,9 @@ type apiClient struct {
 	// mixedPriority gives the jobs of a batch publish priorities 0-9 in
 	// turn (control.md §2), for the mixed-priority delivery row.
 	mixedPriority bool
+	// flowKey, when set, gives the i-th job of a batch publish run the
+	// flow key flowKey(i) (keys.md §1), for the flow-key rows (keys.go).
+	flowKey func(i int) string
 }
 
 func newAPI(base string) *apiClient {
@@ -1054,6 +1077,9 @@ func (a *apiClient) publishBatches(ctx context.Context, queue string, n, size, c
 		item = strings.Join(items, "\x00")
 	}
 	full := batchBody(item, size)
+	if a.flowKey != nil {
+		return a.publishKeyedBatches(ctx, queue, n, size, clients, payload)
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value

@@ -1,0 +1,176 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simpleq/simpleqd/internal/redistest"
+	"github.com/simpleq/simpleqd/internal/store"
+)
+
+// BenchmarkLanes measures what a claim costs with flow keys (keys.md §6:
+// O(log lanes), not growing with the backlog; 100,000 lanes with jobs
+// within 30% of 10). Each sub-benchmark fills a fresh queue (untimed) with
+// its lanes, every lane holding enough jobs that none runs dry while timed,
+// then runs b.N settle-and-claim calls of batch jobs each, as a busy
+// daemon's pump does. Run it with a fixed count, so both sides take the
+// same number of jobs:
+//
+//	go test ./internal/store -run '^$' -bench Lanes -benchtime 2000x
+//
+// Metrics: µs/job is the wall time per job (client, network and Redis),
+// redis-µs/job and redis-µs/call Redis' own script time (INFO
+// commandstats) per job and per call, cmds/job the commands the scripts
+// ran per job. "lanes=0" is the same queue with no
+// flow keys (the default lane alone), for reference.
+func BenchmarkLanes(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client(b)
+	s, err := store.New(rdb, store.Options{Prefix: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Load(ctx); err != nil {
+		b.Fatal(err)
+	}
+	q := queue("lanes")
+	q.Concurrency = 1 << 20
+	payload := json.RawMessage(`{"data":"` + strings.Repeat("x", 180) + `"}`)
+	// fill publishes perLane jobs to each of lanes lanes (0: no key),
+	// round-robin over the lanes, 1,000 jobs per call.
+	fill := func(b *testing.B, lanes, total int) {
+		jobs := make([]store.NewJob, 0, 1000)
+		for i := 0; i < total; i += 1000 {
+			jobs = jobs[:0]
+			for j := i; j < min(i+1000, total); j++ {
+				fk := ""
+				if lanes > 0 {
+					fk = "tenant-" + strconv.Itoa(j%lanes)
+				}
+				jobs = append(jobs, store.NewJob{Payload: payload, FlowKey: fk})
+			}
+			if _, err := s.Publish(ctx, q, jobs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	const batch = 20
+	// With 10 lanes a call of 20 takes two jobs of each lane it visits,
+	// with 20 and more one: "lanes=20" tells the cost of a lane visit from
+	// the cost of many lanes.
+	// The 100,000-lane queue holds more jobs than the 10-lane one (two
+	// more per lane); "backlog=same" is 10 lanes holding as many jobs as
+	// the 100,000 lanes do, to tell the lanes' share from the backlog's.
+	for _, v := range []struct {
+		lanes     int
+		sameAsBig bool
+	}{{0, false}, {1, false}, {10, false}, {20, false}, {100000, false}, {10, true}} {
+		name := "claim+settle/lanes=" + strconv.Itoa(v.lanes)
+		if v.sameAsBig {
+			name += "/backlog=same-as-100000"
+		}
+		lanes := v.lanes
+		b.Run(name, func(b *testing.B) {
+			srv.Flush(b)
+			// Every lane keeps at least two jobs while timed: the round-robin
+			// takes one job of each lane in turn.
+			take := b.N*batch + batch
+			per := max(lanes, 1)
+			total := per * ((take+per-1)/per + 2)
+			if v.sameAsBig {
+				total = 100000 * ((take+100000-1)/100000 + 2)
+			}
+			fill(b, lanes, total)
+			before := scriptUsec(b, rdb)
+			calls0 := scriptCalls(b, rdb)
+			cmds0 := innerCommands(b, rdb)
+			c, err := s.Claim(ctx, q, batch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			outs := make([]store.Outcome, 0, batch)
+			start := time.Now()
+			b.ResetTimer()
+			for range b.N {
+				outs = outs[:0]
+				for _, j := range c.Jobs {
+					outs = append(outs, store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeOK, StatusCode: 200})
+				}
+				_, c, err = s.SettleAndClaim(ctx, q, outs, store.Refill{Max: batch, SkipHousekeeping: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(c.Jobs) != batch {
+					b.Fatalf("claimed %d jobs, want %d: a lane ran dry", len(c.Jobs), batch)
+				}
+			}
+			b.StopTimer()
+			wall := time.Since(start)
+			used := scriptUsec(b, rdb) - before
+			calls := scriptCalls(b, rdb) - calls0
+			b.ReportMetric(float64(wall.Microseconds())/float64(b.N*batch), "µs/job")
+			b.ReportMetric(used/float64(b.N*batch), "redis-µs/job")
+			b.ReportMetric(used/float64(max(calls, 1)), "redis-µs/call")
+			b.ReportMetric((innerCommands(b, rdb)-cmds0)/float64(b.N*batch), "cmds/job")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// scriptCalls is the number of script calls (EVALSHA and EVAL) Redis has
+// run, from INFO commandstats.
+func scriptCalls(b *testing.B, rdb *redis.Client) float64 {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+			continue
+		}
+		for _, f := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
+			if v, ok := strings.CutPrefix(f, "calls="); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+// innerCommands is the number of commands Redis has run other than script
+// calls and INFO (the commands inside the scripts), from INFO commandstats.
+func innerCommands(b *testing.B, rdb *redis.Client) float64 {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		switch strings.TrimPrefix(name, "cmdstat_") {
+		case "evalsha", "eval", "info":
+			continue
+		}
+		for _, f := range strings.Split(fields, ",") {
+			if v, ok := strings.CutPrefix(f, "calls="); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				total += n
+			}
+		}
+	}
+	return total
+}
