@@ -197,7 +197,9 @@ func TestReplaceKeyOutageIsOneDelivery(t *testing.T) {
 		defer mu.Unlock()
 		if held {
 			held = false
-			return Reply{Status: 429, RetryAfter: "3"}
+			// Long enough that 1,000 publishes on a loaded machine end well
+			// inside it; the test resumes the queue when they are in.
+			return Reply{Status: 429, RetryAfter: "60"}
 		}
 		states = append(states, string(dl.Body))
 		return Reply{Status: 200}
@@ -223,7 +225,10 @@ func TestReplaceKeyOutageIsOneDelivery(t *testing.T) {
 			require.Equal(t, true, m["replaced"])
 		}
 	}
-	require.Equal(t, "held", d.Queue("state")["hold"].(map[string]any)["state"], "still held: 1,000 publishes took well under 3 s")
+	require.Equal(t, "held", d.Queue("state")["hold"].(map[string]any)["state"], "still held: 1,000 publishes took well under 60 s")
+	// The outage ends: resume cuts the hold short into probing.
+	r0 := d.Do(http.MethodPost, "/v1/queues/state/resume", map[string]any{})
+	require.Equal(t, http.StatusOK, r0.Status, string(r0.Body))
 	d.WaitStatus(id, "completed", 15*time.Second)
 	d.WaitStatus(first, "completed", 5*time.Second)
 	mu.Lock()
