@@ -9,7 +9,7 @@ import queuesView from './views/queues.js';
 import queueView from './views/queue.js';
 import deadView from './views/dead.js';
 import jobView from './views/job.js';
-import jobsView from './views/jobs.js';
+import jobsView, {laneJobsView} from './views/jobs.js';
 import schedulesView from './views/schedules.js';
 import queueFormView from './views/queueform.js';
 
@@ -19,6 +19,7 @@ const routes = [
   [/^\/queues\/([^/]+)\/dead\/?$/, deadView],
   [/^\/jobs\/([^/]+)\/?$/, jobView],
   [/^\/queues\/([^/]+)\/jobs(?:\/([a-z_]+))?\/?$/, jobsView],
+  [/^\/queues\/([^/]+)\/keys\/([^/]+)\/jobs(?:\/([a-z_]+))?\/?$/, laneJobsView],
   [/^\/schedules\/?$/, schedulesView],
   [/^\/queues\/([^/]+)\/schedules\/?$/, schedulesView],
   [/^\/new-queue\/?$/, queueFormView],

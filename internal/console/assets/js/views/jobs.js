@@ -1,10 +1,10 @@
-// A queue's jobs by status (GET /v1/queues/{queue}/jobs), a page at a time
-// with the API's cursor, and cancel: one job from its row, or every job of
+// A queue's jobs by status (GET /v1/queues/{queue}/jobs), or one lane's
+// (flowKey=, keys.md §5), a page at a time with the API's cursor, and cancel: one job from its row, or every job of
 // the status shown (POST /v1/queues/{queue}/cancel) after a confirmation
 // that says how many.
 
 import {get, post, q, ApiError} from '../api.js';
-import {h, cell, syncRows, badge, statusTones, jobLink, queueHref, deadHref, fmtTime, setText, shortId, toast} from '../dom.js';
+import {h, cell, syncRows, badge, statusTones, jobLink, queueHref, deadHref, fmtTime, setText, shortId, toast, holdState} from '../dom.js';
 
 const PAGE = 50;
 export const STATUSES = ['pending', 'processing', 'awaiting_ack', 'completed', 'dead'];
@@ -15,10 +15,20 @@ const CANCELLABLE = new Set(['pending', 'processing', 'awaiting_ack']);
 const COUNT = {pending: 'pending', processing: 'processing', awaiting_ack: 'awaitingAck', dead: 'dead'};
 
 export const jobsHref = (name, status = 'pending') => `#/queues/${encodeURIComponent(name)}/jobs/${status}`;
+export const laneJobsHref = (name, flowKey, status = 'pending') =>
+  `#/queues/${encodeURIComponent(name)}/keys/${encodeURIComponent(flowKey)}/jobs/${status}`;
 
-export default function jobsView(root, [name, status = 'pending'], ctx) {
+// laneJobsView is the jobs of one lane: the queue's jobs view with a flow
+// key filter.
+export function laneJobsView(root, [name, flowKey, status = 'pending'], ctx) {
+  jobsView(root, [name, status], ctx, flowKey);
+}
+
+export default function jobsView(root, [name, status = 'pending'], ctx, flowKey = null) {
   if (!STATUSES.includes(status)) status = 'pending';
-  document.title = `${LABELS[status]} jobs · ${name} · simpleqd`;
+  const lane = flowKey !== null;
+  const hrefOf = s => lane ? laneJobsHref(name, flowKey, s) : jobsHref(name, s);
+  document.title = `${LABELS[status]} jobs · ${lane ? `lane ${flowKey} · ` : ''}${name} · simpleqd`;
   const path = `/v1/queues/${q(name)}`;
   const total = h('span', {class: 'muted', id: 'jobs-total'});
   const cancelAll = h('button', {type: 'button', id: 'cancel-all', hidden: !CANCELLABLE.has(status), disabled: true}, 'Cancel all');
@@ -33,13 +43,17 @@ export default function jobsView(root, [name, status = 'pending'], ctx) {
     h('a', {href: queueHref(name)}, 'Timeline'),
     ...STATUSES.map(s => s === status
       ? h('span', {class: 'tab active', 'data-status': s}, LABELS[s])
-      : h('a', {href: jobsHref(name, s), 'data-status': s}, LABELS[s])),
+      : h('a', {href: hrefOf(s), 'data-status': s}, LABELS[s])),
     h('a', {href: deadHref(name)}, 'Dead letters'));
   root.append(
-    h('nav', {class: 'crumbs'}, h('a', {href: '#/'}, 'Queues'), ' / ', h('a', {href: queueHref(name)}, name), ` / ${LABELS[status]} jobs`),
+    h('nav', {class: 'crumbs'}, h('a', {href: '#/'}, 'Queues'), ' / ', h('a', {href: queueHref(name)}, name),
+      lane ? ` / lane ${flowKey}` : '', ` / ${LABELS[status]} jobs`),
     missing, content);
+  const laneState = h('span', {class: 'queue-state', id: 'lane-state'});
   content.append(
-    h('div', {class: 'page-head'}, h('h1', {}, `${LABELS[status]} jobs`), total, h('div', {class: 'actions'}, cancelAll)),
+    h('div', {class: 'page-head'},
+      h('h1', {}, lane ? [`${LABELS[status]} jobs of lane `, h('code', {id: 'lane-key'}, flowKey)] : `${LABELS[status]} jobs`),
+      lane ? laneState : '', total, h('div', {class: 'actions'}, cancelAll)),
     tabs,
     h('p', {class: 'note muted'}, orderNote(status)),
     h('table', {class: 'grid', id: 'jobs'},
@@ -58,10 +72,27 @@ export default function jobsView(root, [name, status = 'pending'], ctx) {
 
   const poller = ctx.poll(async () => {
     const cursor = cursors[cursors.length - 1];
-    const query = `status=${status}&limit=${PAGE}` + (cursor ? `&cursor=${q(cursor)}` : '');
+    const query = `status=${status}&limit=${PAGE}` + (cursor ? `&cursor=${q(cursor)}` : '') +
+      (lane ? `&flowKey=${q(flowKey)}` : '');
     let queue, page;
     try {
-      [queue, page] = await Promise.all([get(path), get(`${path}/jobs?${query}`)]);
+      // A lane's counts are its Key's; a lane with no jobs left is not found
+      // and counts nothing (keys.md §6).
+      const key = lane ? get(`${path}/keys/${q(flowKey)}`).catch(err => {
+        if (err instanceof ApiError && err.status === 404) return null;
+        throw err;
+      }) : null;
+      let k;
+      [queue, page, k] = await Promise.all([get(path), get(`${path}/jobs?${query}`), key]);
+      if (lane) {
+        const c = k ? k.counts : {pending: 0, processing: 0, awaitingAck: 0};
+        queue = {...queue, counts: {...c, dead: null}};
+        const sig = JSON.stringify(k && k.hold);
+        if (laneState.dataset.sig !== sig) {
+          laneState.replaceChildren(k ? holdState(k.hold) : '');
+          laneState.dataset.sig = sig;
+        }
+      }
     } catch (err) {
       if (!(err instanceof ApiError && err.status === 404)) throw err;
       missing.hidden = false;
@@ -71,11 +102,11 @@ export default function jobsView(root, [name, status = 'pending'], ctx) {
     if (!ctx.alive) return;
     missing.hidden = true;
     content.hidden = false;
-    count = COUNT[status] ? queue.counts[COUNT[status]] : null;
+    count = COUNT[status] && queue.counts[COUNT[status]] !== null ? queue.counts[COUNT[status]] : null;
     setText(total, count === null ? '' : `${count} job${count === 1 ? '' : 's'}`);
     for (const [s, member] of Object.entries(COUNT)) {
       const tab = tabs.querySelector(`[data-status="${s}"]`);
-      if (tab) setText(tab, `${LABELS[s]} (${queue.counts[member]})`);
+      if (tab && queue.counts[member] !== null) setText(tab, `${LABELS[s]} (${queue.counts[member]})`);
     }
     if (!confirmTimer) {
       cancelAll.disabled = !count;
@@ -148,7 +179,8 @@ export default function jobsView(root, [name, status = 'pending'], ctx) {
     cancelAll.disabled = true;
     let cancelled = 0;
     for (let calls = 0; calls < 100; calls++) {
-      const res = await post(`${path}/cancel`, {status: [status], reason: 'cancelled from the console'});
+      const filter = lane ? {status: [status], flowKey} : {status: [status]};
+      const res = await post(`${path}/cancel`, {...filter, reason: 'cancelled from the console'});
       cancelled += res.cancelled;
       if (res.done) break;
     }

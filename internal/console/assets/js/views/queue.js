@@ -4,6 +4,7 @@
 import {get, post, q, ApiError} from '../api.js';
 import {h, cell, syncRows, holdState, badge, jobLink, deadHref, fmtTime, fmtSeconds, setText, toast} from '../dom.js';
 import statsPanel from './charts.js';
+import lanesPanel from './lanes.js';
 import {jobsHref} from './jobs.js';
 import {queueSettingsHref} from './queueform.js';
 
@@ -41,6 +42,7 @@ export default function queueView(root, [name], ctx) {
       stat('Pending', counts.pending), stat('Processing', counts.processing),
       stat('Awaiting ack', counts.awaitingAck), stat('Dead', counts.dead)),
     settings,
+    lanesPanel(name, ctx),
     statsPanel(name, ctx),
     h('div', {class: 'tabs'}, h('span', {class: 'tab active'}, 'Timeline'),
       h('a', {href: jobsHref(name, 'pending'), id: 'jobs-tab'}, 'Jobs'), deadTab),
