@@ -14,6 +14,7 @@ import (
 
 // Main is "simpleqd demo [flags]": it parses flags, sends the daemon's logs
 // (console format) to a file so they do not garble the view, runs the demo
+// (the queue-level part, then the flow keys part, or the one --part names)
 // and returns the exit code: 0 when every job completed, 1 when the run
 // failed or was stopped, 2 for bad flags.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -30,6 +31,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.DurationLimit, "duration-limit", d.DurationLimit, "stop the demo after this long")
 	logPath := fs.String("log", filepath.Join(os.TempDir(), "simpleqd-demo.log"), "file for the daemon's logs (console format)")
 	plain := fs.Bool("plain", false, "print plain progress lines even on a terminal")
+	part := fs.String("part", "both", "which part to play: queue (one queue held by 429s), keys (two tenants, one held), or both")
+	ko := DefaultKeysOptions()
+	fs.IntVar(&ko.JobsPerTenant, "tenant-jobs", ko.JobsPerTenant, "jobs per tenant in the flow keys part")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -40,8 +44,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "simpleqd demo: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if o.Jobs < 1 || o.Concurrency < 1 {
-		fmt.Fprintln(stderr, "simpleqd demo: --jobs and --concurrency must be at least 1")
+	if *part != "queue" && *part != "keys" && *part != "both" {
+		fmt.Fprintf(stderr, "simpleqd demo: --part must be queue, keys or both (got %q)\n", *part)
+		return 2
+	}
+	if o.Jobs < 1 || o.Concurrency < 1 || ko.JobsPerTenant < 1 {
+		fmt.Fprintln(stderr, "simpleqd demo: --jobs, --concurrency and --tenant-jobs must be at least 1")
 		return 2
 	}
 	o.Out = stdout
@@ -55,7 +63,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer closeLog()
 	o.Logger = log
 
-	_, err = Run(ctx, o)
+	if *part != "keys" {
+		_, err = Run(ctx, o)
+	}
+	if err == nil && *part != "queue" {
+		ko.Out, ko.TTY, ko.Logger, ko.DurationLimit = o.Out, o.TTY, o.Logger, o.DurationLimit
+		_, err = RunKeys(ctx, ko)
+	}
 	fmt.Fprintf(stdout, "The daemon's log (holds, probes, reopening) is in %s.\n", *logPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "simpleqd demo: %v\n", err)
