@@ -82,6 +82,7 @@ local function lane_get(fk)
 end
 
 local function lane_mark(L)
+  L.placed = false -- changed: LANE.flush places it again
   if not lane_mark_set[L.fk] then
     lane_mark_set[L.fk] = true
     lane_marked[#lane_marked + 1] = L
@@ -168,6 +169,7 @@ end
 -- while probing, nowhere once its probe is out; capped by its concurrency;
 -- timed by its rate window or its next due job; else ready.
 local function lane_place(L, now)
+  L.placed = true
   local gate = hold_gate(L, now, function(id)
     return LANE.fresh_probe[id] or redis.call('ZSCORE', K_INFLIGHT, id) ~= false
   end)
@@ -213,7 +215,8 @@ end
 -- counters. Called at the end of every script that moves keyed jobs.
 function LANE.flush(now)
   for _, L in ipairs(lane_marked) do
-    lane_place(L, now)
+    -- A lane LANE.take placed after its last change is where it belongs.
+    if not L.placed then lane_place(L, now) end
     lane_write(L)
   end
   lane_marked, lane_mark_set = {}, {}
@@ -332,8 +335,8 @@ function LANE.take(now, max, probing)
   for _, fk in ipairs(due_lanes) do
     local L = lane_get(fk)
     L.atv = '' -- its timed score is spent: place it anew
-    lane_place(L, now)
     lane_mark(L)
+    lane_place(L, now)
   end
   lane_vnow()
   local ids, scores, lanes_of = {}, {}, {}
@@ -389,8 +392,8 @@ function LANE.take(now, max, probing)
       if not over and rmax > 0 then over = lane_rate(L, now) >= rmax end
       if mem == nil and not over then mem = lane_first_due(L.fk, now) end
       if over or not mem then
-        lane_place(L, now) -- capped, or nothing due after all: out of the ready set
         lane_mark(L)
+        lane_place(L, now) -- capped, or nothing due after all: out of the ready set
       else
         redis.call('ZREM', K_LWAIT, mem)
         L.nm = nil
@@ -413,8 +416,8 @@ function LANE.take(now, max, probing)
         if lane_rmax(L) > 0 then
           redis.call('ZADD', K_LSTARTS, 0, L.fk .. '\0' .. fmt('%013d', now) .. '\0' .. id)
         end
-        lane_place(L, now)
         lane_mark(L)
+        lane_place(L, now)
       end
     end
   end
