@@ -95,7 +95,7 @@ func exBuildGo(t *testing.T) string {
 		if exBuildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", exBinDir+string(filepath.Separator), "./examples/go-standard", "./examples/go-ack")
+		cmd := exec.Command("go", "build", "-o", exBinDir+string(filepath.Separator), "./examples/go-standard", "./examples/go-ack", "./examples/go-flowkeys")
 		cmd.Dir = exRoot(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			exBuildErr = fmt.Errorf("go build examples: %v\n%s", err, out)
