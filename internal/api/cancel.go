@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/store"
@@ -31,8 +30,6 @@ type Canceller interface {
 const (
 	// maxCancelReason is control.md's bound on a cancel's reason.
 	maxCancelReason = 500
-	// maxFlowKeyBytes is keys.md's bound on a flow key.
-	maxFlowKeyBytes = 255
 	// bulkCancelFor is how long one bulk cancel request works before it
 	// answers done: false (control.md: an answer within 10 s).
 	bulkCancelFor = 9 * time.Second
@@ -169,15 +166,9 @@ func (v *validator) cancelFilter(fields map[string]json.RawMessage) (f store.Can
 			}
 		}
 	}
-	if raw, ok := given(fields, "flowKey"); ok {
+	if _, ok := given(fields, "flowKey"); ok {
 		any = true
-		var k string
-		switch {
-		case kindOf(raw) != kindString || json.Unmarshal(raw, &k) != nil:
-			v.fieldError("flowKey", typeMessage(kindString, raw))
-		case !validFlowKey(k):
-			v.fieldError("flowKey", "A flow key is 1-255 bytes of UTF-8 without control characters")
-		default:
+		if k, ok := v.flowKeyField(fields); ok {
 			f.FlowKey = &k
 		}
 	}
@@ -193,18 +184,4 @@ func (v *validator) cancelFilter(fields map[string]json.RawMessage) (f store.Can
 		}
 	}
 	return f, any
-}
-
-// validFlowKey is keys.md §1's rule: 1-255 bytes of UTF-8, no control
-// characters.
-func validFlowKey(k string) bool {
-	if len(k) < 1 || len(k) > maxFlowKeyBytes || !utf8.ValidString(k) {
-		return false
-	}
-	for _, r := range k {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return false
-		}
-	}
-	return true
 }

@@ -252,16 +252,8 @@ func (v *validator) newJob(fields map[string]json.RawMessage) store.NewJob {
 		job.Priority = p
 	}
 	// keys.md §1: the job's lane inside the queue.
-	if raw, ok := given(fields, "flowKey"); ok {
-		var k string
-		switch {
-		case kindOf(raw) != kindString || json.Unmarshal(raw, &k) != nil:
-			v.fieldError("flowKey", typeMessage(kindString, raw))
-		case !validFlowKey(k):
-			v.fieldError("flowKey", "A flow key is 1-255 bytes of UTF-8 without control characters")
-		default:
-			job.FlowKey = k
-		}
+	if k, ok := v.flowKeyField(fields); ok {
+		job.FlowKey = k
 	}
 	return job
 }

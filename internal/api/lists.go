@@ -38,9 +38,6 @@ type StatsReader interface {
 	Stats(ctx context.Context, q config.Queue, since, until time.Time) (store.Stats, error)
 }
 
-// flowKeyMaxBytes is keys.md's bound on a flow key.
-const flowKeyMaxBytes = 255
-
 func (s *Server) registerListRoutes() {
 	s.mux.HandleFunc("GET /v1/queues/{queue}/jobs", s.handleListJobs)
 	s.mux.HandleFunc("GET /v1/queues/{queue}/stats", s.handleStats)
@@ -72,8 +69,8 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) {
 		v.fieldError("status", "Invalid enum value. Expected 'pending' | 'processing' | 'awaiting_ack' | 'completed' | 'dead', received '"+truncate(status, 32)+"'")
 	}
 	flowKey, hasFlowKey := single(v, query, "flowKey")
-	if hasFlowKey && !flowKeyValid(flowKey) {
-		v.fieldError("flowKey", "A flow key is 1-255 bytes of UTF-8 without control characters")
+	if hasFlowKey && !validFlowKey(flowKey) {
+		v.fieldError("flowKey", msgFlowKey)
 	}
 	limit := v.queryLimit(query, store.DefaultJobsPage, store.MaxJobsPage)
 	cursor, _ := single(v, query, "cursor")
@@ -119,20 +116,6 @@ func (s *Server) handleListJobs(w http.ResponseWriter, r *http.Request) {
 		out.NextCursor = &next
 	}
 	s.respond(w, r, http.StatusOK, out)
-}
-
-// flowKeyValid is keys.md's rule: 1-255 bytes of UTF-8, no control
-// characters.
-func flowKeyValid(k string) bool {
-	if len(k) < 1 || len(k) > flowKeyMaxBytes || !utf8.ValidString(k) {
-		return false
-	}
-	for _, r := range k {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return false
-		}
-	}
-	return true
 }
 
 // statsCountsJSON is one bucket's (or the totals') counts.

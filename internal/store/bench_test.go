@@ -17,6 +17,13 @@ import (
 // from INFO commandstats: the server's own cost, without network or client.
 func scriptUsec(b *testing.B, rdb *redis.Client) float64 {
 	b.Helper()
+	return scriptStat(b, rdb, "usec=")
+}
+
+// scriptStat sums one field ("usec=", "calls=") of the EVALSHA and EVAL
+// lines of INFO commandstats.
+func scriptStat(b *testing.B, rdb *redis.Client, field string) float64 {
+	b.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
@@ -27,7 +34,7 @@ func scriptUsec(b *testing.B, rdb *redis.Client) float64 {
 			continue
 		}
 		for _, f := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
+			if v, ok := strings.CutPrefix(f, field); ok {
 				u, _ := strconv.ParseFloat(v, 64)
 				total += u
 			}

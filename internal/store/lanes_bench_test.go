@@ -128,23 +128,7 @@ func BenchmarkLanes(b *testing.B) {
 // run, from INFO commandstats.
 func scriptCalls(b *testing.B, rdb *redis.Client) float64 {
 	b.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
-			continue
-		}
-		for _, f := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
-			if v, ok := strings.CutPrefix(f, "calls="); ok {
-				n, _ := strconv.ParseFloat(v, 64)
-				total += n
-			}
-		}
-	}
-	return total
+	return scriptStat(b, rdb, "calls=")
 }
 
 // innerCommands is the number of commands Redis has run other than script
