@@ -283,7 +283,12 @@ func (d *Daemon) Run(ctx context.Context, extra ...Component) error {
 		<-serving.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), httpShutdown)
 		defer cancel()
-		return srv.Shutdown(sctx)
+		err := srv.Shutdown(sctx)
+		// A failure at start-up (an old Redis) can end the group before
+		// Serve has begun: Shutdown then finds no listener to close, and
+		// Serve would serve forever. Closing it here ends Serve either way.
+		_ = d.listener.Close()
+		return err
 	})
 	// The dispatcher starts once the scripts are loaded.
 	g.Go(func() error {
