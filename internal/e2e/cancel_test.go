@@ -207,7 +207,11 @@ func TestReplaceKeyOutageIsOneDelivery(t *testing.T) {
 	d := StartDaemon(t, DaemonConfig{RedisAddr: rs.Addr, YAML: QueueYAML("state", hook.URL)})
 	first := d.Publish("state", map[string]any{"warmup": true})
 	require.Eventually(t, func() bool { return hook.Count() == 1 }, 5*time.Second, 5*time.Millisecond)
-	require.Equal(t, "held", d.Queue("state")["hold"].(map[string]any)["state"])
+	// The webhook counts the 429 when it answers; the daemon records the
+	// hold a moment later, so wait for the hold itself.
+	require.Eventually(t, func() bool {
+		return d.Queue("state")["hold"].(map[string]any)["state"] == "held"
+	}, 5*time.Second, 5*time.Millisecond)
 	var id string
 	for i := 0; i < 1000; i++ {
 		r := d.Do(http.MethodPost, "/v1/queues/state/jobs", map[string]any{"payload": map[string]any{"state": i}, "replaceKey": "device-7"})
