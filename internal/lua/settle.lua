@@ -50,6 +50,7 @@ end
 -- per job. A job written by this call is not read again in it: its token is
 -- spent, so a second outcome for it is STALE.
 local written = {}
+local lanes_read = false
 local done_ids, done_recs, done_purge = {}, {}, {}
 for i = 0, n - 1 do
   local b = ARG0 + 2 + i * 7
@@ -81,6 +82,11 @@ for i = 0, n - 1 do
     -- unless it is its lane's probe, which takes the general path.
     local lane = nil
     if nl and p and p < nl and string.sub(rec, p + 8, p + 13) == ',"fk":' then
+      -- The first keyed job of the batch reads the lanes of all of them.
+      if not lanes_read then
+        LANE.prefetch_records(recs, i + 1)
+        lanes_read = true
+      end
       lane = LANE.get(LANE.record_flow_key(rec, p + 14))
       if lane.probe == id then nl = nil end
     end
@@ -88,7 +94,7 @@ for i = 0, n - 1 do
       fast = true
       if lane then
         if lane.nf > 0 then lane.nf = lane.nf - 1 end
-        LANE.mark(lane)
+        LANE.touch(lane)
       end
       done_ids[#done_ids + 1] = id
       done_recs[#done_recs + 1] = id
@@ -156,7 +162,9 @@ if #done_ids > 0 then
   redis.call('ZADD', K_PURGE, unpack(done_purge))
   breaker_reset()
 end
-LANE.flush(now)
+-- Before a claim in the same call, the lanes are only placed: the claim's
+-- own flush writes them, once for both.
+LANE.flush(now, claim_max ~= nil and claim_max > 0)
 local claim = nil
 if claim_max and claim_max > 0 then
   local skip = ARGV[ARG0 + 4 + n * 7] == '0'

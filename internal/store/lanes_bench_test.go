@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,7 +29,11 @@ import (
 // redis-µs/job and redis-µs/call Redis' own script time (INFO
 // commandstats) per job and per call, cmds/job the commands the scripts
 // ran per job. "lanes=0" is the same queue with no
-// flow keys (the default lane alone), for reference.
+// flow keys (the default lane alone), for reference. On a machine where
+// other work competes for the cores, wall times (and commandstats, which
+// Redis measures on the wall clock) grow with the competition;
+// redis-cpu-µs/job, the CPU time Redis' main thread spent
+// (/proc/<pid>/schedstat), grows much less.
 func BenchmarkLanes(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := srv.Client(b)
@@ -91,6 +96,8 @@ func BenchmarkLanes(b *testing.B) {
 			before := scriptUsec(b, rdb)
 			calls0 := scriptCalls(b, rdb)
 			cmds0 := innerCommands(b, rdb)
+			pid := redisPID(b, rdb)
+			cpu0 := cpuNanos(pid)
 			c, err := s.Claim(ctx, q, batch)
 			if err != nil {
 				b.Fatal(err)
@@ -113,6 +120,9 @@ func BenchmarkLanes(b *testing.B) {
 			}
 			b.StopTimer()
 			wall := time.Since(start)
+			if cpu0 >= 0 {
+				b.ReportMetric(float64(cpuNanos(pid)-cpu0)/1e3/float64(b.N*batch), "redis-cpu-µs/job")
+			}
 			used := scriptUsec(b, rdb) - before
 			calls := scriptCalls(b, rdb) - calls0
 			b.ReportMetric(float64(wall.Microseconds())/float64(b.N*batch), "µs/job")
@@ -157,4 +167,38 @@ func innerCommands(b *testing.B, rdb *redis.Client) float64 {
 		}
 	}
 	return total
+}
+
+// redisPID is the process id of the Redis behind rdb (INFO server).
+func redisPID(b *testing.B, rdb *redis.Client) int {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "server").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+// cpuNanos is the CPU time process pid's main thread has run, in ns, from
+// /proc/<pid>/schedstat; -1 where that cannot be read.
+func cpuNanos(pid int) int64 {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(raw))
+	if len(f) == 0 {
+		return -1
+	}
+	n, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
 }
