@@ -556,3 +556,37 @@ func TestNewValidatesBaseURL(t *testing.T) {
 	require.Equal(t, "/v1/queues/a%2Fb%20c", f.requests()[0].Path)
 	require.Equal(t, "billing/1.0", f.requests()[0].Header.Get("User-Agent"))
 }
+
+// simpleqd's publish additions travel only when set, and come back on the Job.
+func TestPublishFlowKeyAndReplaceKey(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(n int, _ seen) reply {
+		if n == 1 {
+			return reply{status: 201, body: createdJSON}
+		}
+		if n == 2 {
+			return reply{status: 200, body: `{"id":"job_01j0000000000000000000000a_emails","status":"pending",` +
+				`"createdAt":"2026-01-01T00:00:00.000Z","replaced":true}`}
+		}
+		return reply{status: 200, body: `{"id":"job_x_emails","queue":"emails","status":"pending","attempts":0,` +
+			`"maxAttempts":3,"deferCount":0,"idempotencyKey":null,"payload":{},"scheduledFor":"2026-01-01T00:00:00.000Z",` +
+			`"expiresAt":"2026-01-02T00:00:00.000Z","lastError":null,"deadReason":null,"history":[],` +
+			`"createdAt":"2026-01-01T00:00:00.000Z","completedAt":null,"priority":2,"flowKey":"tenant-7",` +
+			`"replaceKey":"device-7","scheduleId":"nightly"}`}
+	})
+	c, _ := newTestClient(t, f)
+	res, err := c.Publish(context.Background(), "emails", json.RawMessage(`{}`),
+		&PublishOptions{IdempotencyKey: "k", FlowKey: "tenant-7", ReplaceKey: "device-7"})
+	require.NoError(t, err)
+	require.False(t, res.Replaced)
+	require.Equal(t, `{"payload":{},"idempotencyKey":"k","flowKey":"tenant-7","replaceKey":"device-7"}`, f.requests()[0].Body)
+	res, err = c.Publish(context.Background(), "emails", json.RawMessage(`{}`), &PublishOptions{IdempotencyKey: "k2", ReplaceKey: "device-7"})
+	require.NoError(t, err)
+	require.True(t, res.Replaced, "the waiting job's payload was replaced")
+	j, err := c.GetJob(context.Background(), "job_x_emails")
+	require.NoError(t, err)
+	require.Equal(t, "tenant-7", j.FlowKey)
+	require.Equal(t, "device-7", j.ReplaceKey)
+	require.Equal(t, "nightly", j.ScheduleID)
+	require.Equal(t, 2, j.Priority)
+}

@@ -29,6 +29,14 @@ type PublishOptions struct {
 	// highest priority first, and retries and defers keep it. SimpleQ's
 	// hosted service does not know it.
 	Priority int
+	// FlowKey puts the job in that key's lane (simpleqd's flow keys,
+	// docs/flow-keys.md): its own limits, its own hold on a 429, a fair
+	// share of the queue. 1 to 128 printable characters; "" for none.
+	FlowKey string
+	// ReplaceKey makes a publish replace the payload of the queue's job
+	// with that key while it was never delivered, instead of adding a job
+	// (simpleqd, docs/control.md); "" for none.
+	ReplaceKey string
 }
 
 // PublishResult is the answer to a publish.
@@ -46,6 +54,9 @@ type PublishResult struct {
 	Created bool
 	// IdempotencyKey is the key sent, the caller's or the generated one.
 	IdempotencyKey string
+	// Replaced is true when a ReplaceKey publish replaced the payload of
+	// a job that was waiting, whose id ID is.
+	Replaced bool
 }
 
 // BatchJob is one job of PublishBatch.
@@ -59,6 +70,10 @@ type BatchJob struct {
 	Delay time.Duration
 	// Priority is as in PublishOptions.
 	Priority int
+	// FlowKey is as in PublishOptions.
+	FlowKey string
+	// ReplaceKey is as in PublishOptions.
+	ReplaceKey string
 }
 
 // Publish adds one job to queue. payload must encode to a JSON object; a
@@ -80,7 +95,7 @@ func (c *Client) Publish(ctx context.Context, queue string, payload any, opts *P
 	if key == "" {
 		key, generated = c.newKey(), true
 	}
-	body := jobBody(raw, key, o.Delay, o.Priority)
+	body := jobBody(raw, key, o.Delay, o.Priority, o.FlowKey, o.ReplaceKey)
 	req := request{method: http.MethodPost, path: "/v1/queues/" + seg(queue) + "/jobs", body: body}
 	ans, err := c.do(ctx, req)
 	if err != nil {
@@ -91,7 +106,7 @@ func (c *Client) Publish(ctx context.Context, queue string, payload any, opts *P
 		return nil, err
 	}
 	return &PublishResult{ID: out.ID, Status: out.Status, CreatedAt: out.CreatedAt,
-		Created: ans.status == http.StatusCreated || generated, IdempotencyKey: key}, nil
+		Created: ans.status == http.StatusCreated || generated, IdempotencyKey: key, Replaced: out.Replaced}, nil
 }
 
 // PublishBatch adds up to 1,000 jobs to queue in one request (a simpleqd
@@ -119,7 +134,7 @@ func (c *Client) PublishBatch(ctx context.Context, queue string, jobs []BatchJob
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		buf.Write(jobBody(raw, keys[i], j.Delay, j.Priority))
+		buf.Write(jobBody(raw, keys[i], j.Delay, j.Priority, j.FlowKey, j.ReplaceKey))
 	}
 	buf.WriteString(`]}`)
 	req := request{method: http.MethodPost, path: "/v1/queues/" + seg(queue) + "/jobs/batch", body: buf.Bytes()}
@@ -142,7 +157,7 @@ func (c *Client) PublishBatch(ctx context.Context, queue string, jobs []BatchJob
 	res := make([]PublishResult, len(jobs))
 	for i, j := range out.Jobs {
 		res[i] = PublishResult{ID: j.ID, Status: j.Status, CreatedAt: j.CreatedAt,
-			Created: !j.Duplicate || generated[i], IdempotencyKey: keys[i]}
+			Created: !j.Duplicate || generated[i], IdempotencyKey: keys[i], Replaced: j.Replaced}
 	}
 	return res, nil
 }
@@ -152,6 +167,7 @@ type publishedWire struct {
 	ID        string    `json:"id"`
 	Status    JobStatus `json:"status"`
 	CreatedAt time.Time `json:"createdAt"`
+	Replaced  bool      `json:"replaced"`
 }
 
 // GetJob reads a job with its full history. An unknown or purged id is a
@@ -289,10 +305,11 @@ func rawPayload(b []byte) (json.RawMessage, error) {
 	return bytes.TrimSpace(b), nil
 }
 
-// jobBody renders {"payload":…,"idempotencyKey":…,"delay":…,"priority":…}
-// with the payload spliced in as given; a zero priority is left out, so a
-// publish without one is exactly SimpleQ's.
-func jobBody(payload json.RawMessage, key string, delay time.Duration, priority int) []byte {
+// jobBody renders {"payload":…,"idempotencyKey":…,"delay":…,"priority":…,
+// "flowKey":…,"replaceKey":…} with the payload spliced in as given; a zero
+// priority and empty keys are left out, so a publish without simpleqd's
+// additions is exactly SimpleQ's.
+func jobBody(payload json.RawMessage, key string, delay time.Duration, priority int, flowKey, replaceKey string) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"payload":`)
 	b.Write(payload)
@@ -308,6 +325,16 @@ func jobBody(payload json.RawMessage, key string, delay time.Duration, priority 
 	if priority != 0 { // out of 0..9 is the daemon's to refuse (*ValidationError)
 		b.WriteString(`,"priority":`)
 		b.WriteString(strconv.Itoa(priority))
+	}
+	if flowKey != "" {
+		k, _ := marshal(flowKey)
+		b.WriteString(`,"flowKey":`)
+		b.Write(k)
+	}
+	if replaceKey != "" {
+		k, _ := marshal(replaceKey)
+		b.WriteString(`,"replaceKey":`)
+		b.Write(k)
 	}
 	b.WriteByte('}')
 	return b.Bytes()

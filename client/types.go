@@ -119,6 +119,13 @@ type Job struct {
 	// Priority is simpleqd's job priority, 0 to 9 (0 from SimpleQ's
 	// hosted service, which has none).
 	Priority int
+	// FlowKey is the job's flow key, its lane (simpleqd; "" for none).
+	FlowKey string
+	// ReplaceKey is the job's replace key (simpleqd; "" for none).
+	ReplaceKey string
+	// ScheduleID is the schedule that published the job (simpleqd; "" for
+	// a job published by a client).
+	ScheduleID string
 }
 
 // Attempt is one history entry: a delivery outcome or a callback.
@@ -213,6 +220,9 @@ type jobWire struct {
 	CreatedAt      time.Time       `json:"createdAt"`
 	CompletedAt    *time.Time      `json:"completedAt"`
 	Priority       int             `json:"priority"`
+	FlowKey        *string         `json:"flowKey"`
+	ReplaceKey     *string         `json:"replaceKey"`
+	ScheduleID     *string         `json:"scheduleId"`
 }
 
 type attemptWire struct {
@@ -270,7 +280,7 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 		DeferCount: w.DeferCount, IdempotencyKey: str(w.IdempotencyKey), Payload: w.Payload,
 		ScheduledFor: w.ScheduledFor, ExpiresAt: w.ExpiresAt, LastError: str(w.LastError),
 		DeadReason: str(w.DeadReason), History: w.History, CreatedAt: w.CreatedAt, CompletedAt: w.CompletedAt,
-		Priority: w.Priority,
+		Priority: w.Priority, FlowKey: str(w.FlowKey), ReplaceKey: str(w.ReplaceKey), ScheduleID: str(w.ScheduleID),
 	}
 	if j.History == nil {
 		j.History = []Attempt{}

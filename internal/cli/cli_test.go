@@ -101,7 +101,7 @@ const jobBody = `{"id":"job_01_emails","queue":"emails","status":"dead","attempt
 	`"history":[{"attempt":1,"status":"deferred","error":null,"webhookStatusCode":429,"timestamp":"2026-11-30T07:06:01.000Z",` +
 	`"probe":true,"retryAfter":2,"scope":"queue","reason":"webhook responded 429"},` +
 	`{"attempt":1,"status":"failed","error":"webhook responded 500: boom","webhookStatusCode":500,"timestamp":"2026-11-30T07:06:03.000Z"}],` +
-	`"createdAt":"2026-11-30T07:06:00.000Z","completedAt":"2026-11-30T07:06:09.000Z"}`
+	`"createdAt":"2026-11-30T07:06:00.000Z","completedAt":"2026-11-30T07:06:09.000Z","priority":0,"flowKey":"tenant-7"}`
 
 const queueBody = `{"name":"emails","mode":"ack","webhookUrl":"http://127.0.0.1:9000/hook","concurrency":5,"rateLimitMax":50,` +
 	`"rateLimitWindow":60,"maxAttempts":5,"maxDefers":50,"counts":{"pending":12,"processing":3,"awaitingAck":1,"dead":2},` +
@@ -226,6 +226,8 @@ func TestJobTable(t *testing.T) {
 		"status          dead\n",
 		"attempts        3 of 3\n",
 		"idempotencyKey  -\n",
+		"flowKey         tenant-7\n",
+		"replaceKey      -\n",
 		"deadReason      max_attempts_exhausted\n",
 		`payload         {"to":"a@b.com","n":12345678901234567890}`,
 		"ATTEMPT  STATUS    CODE  PROBE  RETRY AFTER  TIME                      DETAIL\n",
