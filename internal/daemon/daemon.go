@@ -582,15 +582,15 @@ func (b backend) Callback(ctx context.Context, q config.Queue, cb store.Callback
 	}
 	b.d.metrics.Callback(q.Name, cb, res)
 	b.d.events.Callback(q.Name, cb, res)
-	if res.Word != "ACKED" {
+	if res.Word != store.Acked {
 		b.d.bus.NotifyState(q.Name) // a freed slot, perhaps a reopened queue
 	}
 	b.d.log.Debug("callback applied", zap.String("queue", q.Name), zap.String("job", cb.JobID),
-		zap.String("kind", string(cb.Kind)), zap.String("result", res.Word))
+		zap.String("kind", string(cb.Kind)), zap.String("result", string(res.Word)))
 	switch res.Word {
-	case "DEAD":
+	case store.Dead:
 		b.d.log.Info("job dead-lettered", zap.String("queue", q.Name), zap.String("job", cb.JobID), zap.String("reason", res.Detail))
-	case "DEFERRED":
+	case store.Deferred:
 		msg := "backpressure: queue held (defer callback)"
 		if cb.Scope == store.ScopeJob {
 			msg = "backpressure: job deferred (defer callback, scope job)"
@@ -601,7 +601,7 @@ func (b backend) Callback(ctx context.Context, q config.Queue, cb store.Callback
 		// queue holds until the latest release any defer asked for.
 		b.d.log.Info(msg, zap.String("queue", q.Name), zap.String("job", cb.JobID),
 			zap.String("scope", string(cb.Scope)), zap.Duration("retryAfter", cb.RetryAfter), dispatch.ReleaseField(res.Detail))
-	case "REOPENED":
+	case store.Reopened:
 		b.d.log.Info("probe acked: queue reopened", zap.String("queue", q.Name), zap.String("job", cb.JobID))
 	}
 	return nil

@@ -444,7 +444,7 @@ func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 			if o := p.d.opts.Observer; o != nil && res != nil {
 				o.Settled(p.name, it.out, s, time.Since(it.started))
 			}
-			if s.Word == "REOPENED" {
+			if s.Word == store.Reopened {
 				reopened = true
 			}
 		}
@@ -475,7 +475,7 @@ func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 func (p *pump) reaped(rs []store.Reaped, log *zap.Logger) {
 	for _, r := range rs {
 		fields := []zap.Field{zap.String("job", r.ID), zap.String("cause", r.Kind)}
-		if r.Word == "DEAD" {
+		if r.Word == store.Dead {
 			log.Info("job dead-lettered", append(fields, zap.String("reason", r.Detail))...)
 		} else {
 			log.Info("delivery lost or not acked in time: will retry", fields...)
@@ -561,10 +561,10 @@ func (p *pump) report(log *zap.Logger, it settleItem, s store.Settled) {
 	o := it.out
 	// The common outcomes are logged at debug level only: skip building
 	// their fields when that level is off.
-	if (s.Word == "COMPLETED" || s.Word == "AWAITING") && !log.Core().Enabled(zap.DebugLevel) {
+	if (s.Word == store.Completed || s.Word == store.Awaiting) && !log.Core().Enabled(zap.DebugLevel) {
 		return
 	}
-	fields := []zap.Field{zap.String("job", o.ID), zap.String("outcome", string(o.Kind)), zap.String("result", s.Word)}
+	fields := []zap.Field{zap.String("job", o.ID), zap.String("outcome", string(o.Kind)), zap.String("result", string(s.Word))}
 	if it.flowKey != "" {
 		fields = append(fields, zap.String("flowKey", it.flowKey), zap.Bool("laneProbe", it.laneProbe))
 	}
@@ -572,25 +572,25 @@ func (p *pump) report(log *zap.Logger, it settleItem, s store.Settled) {
 		fields = append(fields, zap.Int("status", o.StatusCode))
 	}
 	switch s.Word {
-	case "DEAD":
+	case store.Dead:
 		log.Info("job dead-lettered", append(fields, zap.String("reason", s.Detail), zap.String("error", o.Error))...)
-	case "DEFERRED":
+	case store.Deferred:
 		if !s.LaneUntil.IsZero() {
 			log.Info("backpressure: lane held", append(fields, zap.Duration("retryAfter", o.RetryAfter), ReleaseField(s.Detail), zap.Bool("probe", it.probe))...)
 			break
 		}
 		log.Info("backpressure: queue held", append(fields, zap.Duration("retryAfter", o.RetryAfter), ReleaseField(s.Detail), zap.Bool("probe", it.probe))...)
-	case "REOPENED":
+	case store.Reopened:
 		log.Info("probe succeeded: queue reopened", fields...)
-	case "RETRY":
+	case store.Retry:
 		if it.probe {
 			log.Info("probe failed: the queue stays probing with the next job", append(fields, zap.String("error", o.Error))...)
 			break
 		}
 		log.Debug("delivery failed; will retry", append(fields, zap.String("error", o.Error))...)
-	case "STALE":
+	case store.Stale:
 		log.Info("outcome ignored: the job moved on (lease expired or a callback settled it)", fields...)
-	case "RELEASED":
+	case store.Released:
 		log.Info("delivery handed back at shutdown", fields...)
 	default:
 		log.Debug("delivery recorded", fields...)

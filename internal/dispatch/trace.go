@@ -203,7 +203,7 @@ func (sp *span) end(out store.Outcome, s store.Settled, probe bool) {
 		attrs = append(attrs, attrStatusCode.Int(out.StatusCode))
 	}
 	if s.Word != "" {
-		attrs = append(attrs, attrResult.String(s.Word))
+		attrs = append(attrs, attrResult.String(string(s.Word)))
 	}
 	if out.Kind == store.OutcomeFail {
 		errType := "connection"
@@ -217,7 +217,7 @@ func (sp *span) end(out store.Outcome, s store.Settled, probe bool) {
 		sp.s.SetStatus(codes.Error, out.Error)
 	}
 	sp.s.SetAttributes(attrs...)
-	if s.Word == "DEFERRED" {
+	if s.Word == store.Deferred {
 		ev := []attribute.KeyValue{attrHoldCause.String(holdCauseDefer), attrHoldReason.String(out.Reason)}
 		if ms, err := strconv.ParseInt(s.Detail, 10, 64); err == nil {
 			ev = append(ev, attrHoldUntil.String(time.UnixMilli(ms).UTC().Format(holdTimeLayout)))
@@ -231,7 +231,7 @@ func (sp *span) end(out store.Outcome, s store.Settled, probe bool) {
 			attrHoldUntil.String(s.BreakerUntil.UTC().Format(holdTimeLayout))))
 	}
 	if probe {
-		sp.s.AddEvent(eventProbe, at, trace.WithAttributes(attrReopened.Bool(s.Word == "REOPENED"), attrResult.String(s.Word)))
+		sp.s.AddEvent(eventProbe, at, trace.WithAttributes(attrReopened.Bool(s.Word == store.Reopened), attrResult.String(string(s.Word))))
 	}
 	sp.s.End(at)
 }

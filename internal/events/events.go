@@ -241,12 +241,12 @@ func (l *Log) Settled(queue string, o store.Outcome, s store.Settled, _ time.Dur
 	base := Event{JobID: o.ID, Attempt: p.attempt, Probe: p.probe}
 	d := base
 	d.Kind = KindDelivery
-	d.Result = lower(s.Word)
+	d.Result = lower(string(s.Word))
 	d.Outcome = string(o.Kind)
 	d.StatusCode = o.StatusCode
 	d.Error = o.Error
 	d.RetryAfter = o.RetryAfter
-	if s.Word == "RETRY" {
+	if s.Word == store.Retry {
 		d.Until = msTime(s.Detail)
 	}
 	l.recordLocked(queue, d)
@@ -271,12 +271,12 @@ func (l *Log) Reaped(queue string, r store.Reaped) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.pending, r.ID)
-	e := Event{Kind: KindReaped, JobID: r.ID, Outcome: r.Kind, Result: lower(r.Word)}
-	if r.Word == "RETRY" {
+	e := Event{Kind: KindReaped, JobID: r.ID, Outcome: r.Kind, Result: lower(string(r.Word))}
+	if r.Word == store.Retry {
 		e.Until = msTime(r.Detail)
 	}
 	l.recordLocked(queue, e)
-	if r.Word == "DEAD" {
+	if r.Word == store.Dead {
 		l.recordLocked(queue, Event{Kind: KindDead, JobID: r.ID, Reason: r.Detail})
 	}
 }
@@ -293,10 +293,10 @@ func (l *Log) Callback(queue string, cb store.Callback, s store.Settled) {
 	e := base
 	e.Kind = KindCallback
 	e.Outcome = string(cb.Kind)
-	e.Result = lower(s.Word)
+	e.Result = lower(string(s.Word))
 	e.RetryAfter = cb.RetryAfter
 	e.Reason = cb.Reason
-	if s.Word == "RETRY" {
+	if s.Word == store.Retry {
 		e.Until = msTime(s.Detail)
 	}
 	l.recordLocked(queue, e)
@@ -307,12 +307,12 @@ func (l *Log) Callback(queue string, cb store.Callback, s store.Settled) {
 // derivedLocked records what an outcome did to the queue or the job beyond
 // the delivery itself. Callers hold l.mu.
 func (l *Log) derivedLocked(queue string, base Event, s store.Settled, queueDefer bool, retryAfter time.Duration, reason string) {
-	if queueDefer && (s.Word == "DEFERRED" || s.Word == "DEAD") {
+	if queueDefer && (s.Word == store.Deferred || s.Word == store.Dead) {
 		h := base
 		h.Kind = KindHold
 		h.RetryAfter = retryAfter
 		h.Reason = reason
-		if s.Word == "DEFERRED" {
+		if s.Word == store.Deferred {
 			h.Until = msTime(s.Detail)
 		} else {
 			h.Until = l.now().Add(retryAfter) // the release time is not reported; ours approximates it
@@ -320,12 +320,12 @@ func (l *Log) derivedLocked(queue string, base Event, s store.Settled, queueDefe
 		l.recordLocked(queue, h)
 	}
 	switch s.Word {
-	case "REOPENED":
+	case store.Reopened:
 		r := base
 		r.Kind = KindReopen
 		r.Probe = true
 		l.recordLocked(queue, r)
-	case "DEAD":
+	case store.Dead:
 		d := base
 		d.Kind = KindDead
 		d.Reason = s.Detail

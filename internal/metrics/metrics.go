@@ -365,7 +365,7 @@ func (m *Metrics) Dead(queue, reason string) {
 // The lost deliveries themselves are not counted here: another daemon,
 // perhaps a dead one, made them.
 func (m *Metrics) Reaped(queue string, r store.Reaped) {
-	if r.Word == "DEAD" {
+	if r.Word == store.Dead {
 		m.Dead(queue, r.Detail)
 	}
 }
@@ -413,7 +413,7 @@ func (m *Metrics) Settled(queue string, o store.Outcome, s store.Settled, took t
 		m.deliveryDurationBy.get(queue, func() prometheus.Observer { return m.deliveryDuration.WithLabelValues(queue) }).
 			Observe(took.Seconds())
 	}
-	if s.Word == "DEAD" {
+	if s.Word == store.Dead {
 		m.Dead(queue, s.Detail)
 	}
 	if !s.LaneUntil.IsZero() {
@@ -424,9 +424,9 @@ func (m *Metrics) Settled(queue string, o store.Outcome, s store.Settled, took t
 	defer m.mu.Unlock()
 	_, probe := m.probesOut[o.ID]
 	switch s.Word {
-	case "AWAITING":
+	case store.Awaiting:
 		return // ack mode: the callback decides the probe
-	case "REOPENED":
+	case store.Reopened:
 		probe = true // only a probe's success reopens a queue
 		delete(m.heldUntil, queue)
 	}
@@ -434,7 +434,7 @@ func (m *Metrics) Settled(queue string, o store.Outcome, s store.Settled, took t
 	if !s.BreakerUntil.IsZero() {
 		m.noteBreakerHold(queue, probe, s.BreakerUntil)
 	}
-	if o.Kind == store.OutcomeDefer && (s.Word == "DEFERRED" || s.Word == "DEAD") && s.LaneUntil.IsZero() {
+	if o.Kind == store.OutcomeDefer && (s.Word == store.Deferred || s.Word == store.Dead) && s.LaneUntil.IsZero() {
 		// A 429/503/529 of a job without a lane's hold (keys.md §3) holds
 		// the queue, even when the reporting job dies of it.
 		ra := o.RetryAfter
@@ -449,7 +449,7 @@ func (m *Metrics) Settled(queue string, o store.Outcome, s store.Settled, took t
 		return
 	}
 	switch {
-	case s.Word == "COMPLETED" || s.Word == "REOPENED":
+	case s.Word == store.Completed || s.Word == store.Reopened:
 		m.probes.WithLabelValues(queue, ProbeSuccess).Inc()
 	case o.Kind == store.OutcomeDefer:
 		m.probes.WithLabelValues(queue, ProbeBackpressure).Inc()
@@ -465,10 +465,10 @@ func (m *Metrics) Settled(queue string, o store.Outcome, s store.Settled, took t
 // is known: always for REOPENED (only a probe's ack reopens a queue),
 // otherwise only on the daemon that delivered the probe.
 func (m *Metrics) Callback(queue string, cb store.Callback, s store.Settled) {
-	if s.Word == "DEAD" {
+	if s.Word == store.Dead {
 		m.Dead(queue, s.Detail)
 	}
-	if s.Word == "ACKED" || s.Word == "" {
+	if s.Word == store.Acked || s.Word == "" {
 		return // a repeated ack changes nothing
 	}
 	if !s.LaneUntil.IsZero() {
@@ -481,18 +481,18 @@ func (m *Metrics) Callback(queue string, cb store.Callback, s store.Settled) {
 	defer m.mu.Unlock()
 	_, probe := m.probesOut[cb.JobID]
 	delete(m.probesOut, cb.JobID)
-	if s.Word == "REOPENED" {
+	if s.Word == store.Reopened {
 		probe = true
 		delete(m.heldUntil, queue)
 	}
-	if queueScope && (s.Word == "DEFERRED" || s.Word == "DEAD") {
+	if queueScope && (s.Word == store.Deferred || s.Word == store.Dead) {
 		m.noteQueueDefer(queue, probe, cb.RetryAfter, s)
 	}
 	if !probe {
 		return
 	}
 	switch {
-	case s.Word == "COMPLETED" || s.Word == "REOPENED":
+	case s.Word == store.Completed || s.Word == store.Reopened:
 		m.probes.WithLabelValues(queue, ProbeSuccess).Inc()
 	case queueScope:
 		m.probes.WithLabelValues(queue, ProbeBackpressure).Inc()
@@ -512,7 +512,7 @@ func (m *Metrics) noteQueueDefer(queue string, probe bool, retryAfter time.Durat
 	ra := retryAfter.Milliseconds()
 	var at int64
 	release, err := strconv.ParseInt(s.Detail, 10, 64)
-	if s.Word == "DEFERRED" && err == nil {
+	if s.Word == store.Deferred && err == nil {
 		at = release - ra
 	} else {
 		at = m.now().UnixMilli()
@@ -546,11 +546,11 @@ func (m *Metrics) noteBreakerHold(queue string, probe bool, until time.Time) {
 // classify maps a settled delivery to its simpleqd_deliveries_total outcome.
 func classify(o store.Outcome, s store.Settled) string {
 	switch s.Word {
-	case "COMPLETED", "REOPENED", "AWAITING":
+	case store.Completed, store.Reopened, store.Awaiting:
 		return OutcomeSuccess
-	case "DEFERRED":
+	case store.Deferred:
 		return OutcomeBackpressure
-	case "RELEASED":
+	case store.Released:
 		return OutcomeReleased
 	}
 	// RETRY, DEAD, STALE: what the webhook did decides.

@@ -74,7 +74,7 @@ func TestDeliveryOutcomes(t *testing.T) {
 	t.Parallel()
 	m := newMetrics(metrics.Options{})
 	q := "emails"
-	settle := func(kind store.OutcomeKind, errText, word, detail string) {
+	settle := func(kind store.OutcomeKind, errText string, word store.SettleWord, detail string) {
 		m.Settled(q, store.Outcome{ID: "j", Kind: kind, Error: errText, RetryAfter: time.Second},
 			store.Settled{Word: word, Detail: detail}, 250*time.Millisecond)
 	}

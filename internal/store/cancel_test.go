@@ -90,7 +90,7 @@ func TestCancelWaiting(t *testing.T) {
 		for _, cj := range c.Jobs {
 			r, err := s.Settle(ctx, q, []store.Outcome{{ID: cj.ID, Token: cj.Token, Kind: store.OutcomeOK, StatusCode: 200}})
 			require.NoError(t, err)
-			require.Equal(t, "COMPLETED", r[0].Word)
+			require.Equal(t, store.Completed, r[0].Word)
 		}
 		_, err = s.Cancel(ctx, q, pending, "")
 		require.ErrorIs(t, err, store.ErrConflict, "completed: 409")
@@ -125,7 +125,7 @@ func TestCancelInFlightKeepsTheSlotUntilSettled(t *testing.T) {
 
 		r, err := s.Settle(ctx, q, []store.Outcome{{ID: a, Token: c.Jobs[0].Token, Kind: store.OutcomeOK, StatusCode: 200}})
 		require.NoError(t, err)
-		require.Equal(t, "STALE", r[0].Word, "the late outcome changes nothing")
+		require.Equal(t, store.Stale, r[0].Word, "the late outcome changes nothing")
 		requireCancelled(t, s, q, a, "cancelled: stop")
 
 		c2, err = s.Claim(ctx, q, 1)
@@ -159,7 +159,7 @@ func TestCancelAwaitingAckFreesTheSlotAndRefusesCallbacks(t *testing.T) {
 		require.NoError(t, err)
 		r, err := s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeDelivered, StatusCode: 200}})
 		require.NoError(t, err)
-		require.Equal(t, "AWAITING", r[0].Word)
+		require.Equal(t, store.Awaiting, r[0].Word)
 
 		got, err := s.Cancel(ctx, q, id, "")
 		require.NoError(t, err)
@@ -215,7 +215,7 @@ func TestCancelProbeHandsItOn(t *testing.T) {
 		require.Equal(t, second, c.Jobs[0].ID)
 		r, err := s.Settle(ctx, q, []store.Outcome{{ID: second, Token: c.Jobs[0].Token, Kind: store.OutcomeOK, StatusCode: 200}})
 		require.NoError(t, err)
-		require.Equal(t, "REOPENED", r[0].Word)
+		require.Equal(t, store.Reopened, r[0].Word)
 	})
 }
 

@@ -125,7 +125,7 @@ func TestSettleCanSkipHousekeeping(t *testing.T) {
 		res, c, err := s.SettleAndClaim(ctx, q, []store.Outcome{{ID: live, Token: c.Jobs[0].Token, Kind: store.OutcomeOK, StatusCode: 200}},
 			store.Refill{Max: 1, SkipHousekeeping: true})
 		require.NoError(t, err)
-		require.Equal(t, "COMPLETED", res[0].Word)
+		require.Equal(t, store.Completed, res[0].Word)
 		require.Equal(t, store.Empty, c.Word)
 		require.Empty(t, c.Reaped)
 		j, err := s.GetJob(ctx, q, lost)

@@ -60,7 +60,7 @@ func killPayloads(t *testing.T, s *store.Store, q config.Queue, payloads []json.
 	res, err := s.Settle(ctx, q, outs)
 	require.NoError(t, err)
 	for _, r := range res {
-		require.Equal(t, "DEAD", r.Word)
+		require.Equal(t, store.Dead, r.Word)
 	}
 	return ids
 }

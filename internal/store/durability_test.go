@@ -89,7 +89,7 @@ func TestReplicatedWritesWaitForTheReplica(t *testing.T) {
 	require.Len(t, c.Jobs, 1)
 	rs, err := s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeDelivered, StatusCode: 200}})
 	require.NoError(t, err)
-	require.Equal(t, "AWAITING", rs[0].Word)
+	require.Equal(t, store.Awaiting, rs[0].Word)
 	require.Equal(t, "w", onReplica(id)["st"], "the recorded outcome is on the replica")
 	_, err = s.Callback(ctx, q, store.Callback{JobID: id, Kind: store.CallbackAck})
 	require.NoError(t, err)

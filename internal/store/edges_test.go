@@ -47,7 +47,7 @@ func holdQueue(t *testing.T, s *store.Store, q config.Queue) {
 	require.Len(t, c.Jobs, 1)
 	r, err := s.Settle(ctx, q, []store.Outcome{{ID: c.Jobs[0].ID, Token: c.Jobs[0].Token, Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: time.Hour}})
 	require.NoError(t, err)
-	require.Contains(t, []string{"DEFERRED", "DEAD"}, r[0].Word, "held either way")
+	require.Contains(t, []store.SettleWord{store.Deferred, store.Dead}, r[0].Word, "held either way")
 }
 
 // Finding 2: when more than one batch of housekeeping is due, the claim
@@ -157,7 +157,7 @@ func TestFixedBackoffWaitsBase(t *testing.T) {
 			lease := claimOne(t, s, q, id, skip, b)
 			r, err := s.Settle(ctx, q, []store.Outcome{{ID: id, Token: lease, Kind: store.OutcomeFail, StatusCode: 500}})
 			require.NoError(t, err)
-			require.Equal(t, "RETRY", r[0].Word)
+			require.Equal(t, store.Retry, r[0].Word)
 			due, _ := strconv.ParseInt(r[0].Detail, 10, 64)
 			st, err := s.GetJob(ctx, q, id)
 			require.NoError(t, err)
@@ -275,7 +275,7 @@ func TestCallSentAgainIsAnsweredFromItsFirstRun(t *testing.T) {
 		require.NoError(t, err)
 		r2, c2, err := s.SettleAndClaim(ctx, q, outs, refill)
 		require.NoError(t, err)
-		require.Equal(t, []string{"COMPLETED", "RETRY"}, []string{r1[0].Word, r1[1].Word})
+		require.Equal(t, []store.SettleWord{store.Completed, store.Retry}, []store.SettleWord{r1[0].Word, r1[1].Word})
 		require.Equal(t, r1, r2, "the outcome words of the first run, not STALE")
 		require.Len(t, c1.Jobs, 2)
 		require.Equal(t, c1.Jobs, c2.Jobs)
@@ -307,12 +307,12 @@ func TestCallbackSentAgainIsNotAConflict(t *testing.T) {
 			cb.JobID = id
 			r, err := s.Callback(ctx, q, cb)
 			require.NoError(t, err)
-			require.NotEqual(t, "REPEATED", r.Word)
+			require.NotEqual(t, store.Repeated, r.Word)
 			before, err := s.GetJob(ctx, q, id)
 			require.NoError(t, err)
 			r, err = s.Callback(ctx, q, cb)
 			require.NoError(t, err, "%s sent again: applied once, answered 2xx", cb.Kind)
-			require.Equal(t, "REPEATED", r.Word)
+			require.Equal(t, store.Repeated, r.Word)
 			after, err := s.GetJob(ctx, q, id)
 			require.NoError(t, err)
 			require.Equal(t, before, after, "%s sent again changes nothing", cb.Kind)
@@ -412,7 +412,7 @@ func TestRetryAtIsJudgedOnRedisClock(t *testing.T) {
 	at := redisNow.Add(10 * time.Second)
 	r, err := s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeDefer, StatusCode: 429, RetryAt: at}})
 	require.NoError(t, err)
-	require.Equal(t, "DEFERRED", r[0].Word)
+	require.Equal(t, store.Deferred, r[0].Word)
 	require.Equal(t, strconv.FormatInt(at.UnixMilli(), 10), r[0].Detail, "released at the date itself")
 }
 
@@ -440,11 +440,11 @@ func TestBreaker(t *testing.T) {
 		// A 429 in between neither counts nor resets.
 		r, err := s.Settle(ctx, q, []store.Outcome{{ID: c.Jobs[3].ID, Token: c.Jobs[3].Token, Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: 0}})
 		require.NoError(t, err)
-		require.Equal(t, "DEFERRED", r[0].Word)
+		require.Equal(t, store.Deferred, r[0].Word)
 		require.True(t, fail(c.Jobs[1]).BreakerUntil.IsZero())
 		tripped := fail(c.Jobs[2])
 		require.False(t, tripped.BreakerUntil.IsZero(), "the third consecutive failure trips the breaker")
-		require.Equal(t, "RETRY", tripped.Word, "the failure that tripped it spent its attempt as usual")
+		require.Equal(t, store.Retry, tripped.Word, "the failure that tripped it spent its attempt as usual")
 
 		st, err := s.QueueStatus(ctx, q)
 		require.NoError(t, err)
@@ -470,7 +470,7 @@ func TestBreaker(t *testing.T) {
 		require.Len(t, probe.Jobs, 1)
 		r, err = s.Settle(ctx, q, []store.Outcome{{ID: probe.Jobs[0].ID, Token: probe.Jobs[0].Token, Kind: store.OutcomeOK, StatusCode: 200}})
 		require.NoError(t, err)
-		require.Equal(t, "REOPENED", r[0].Word)
+		require.Equal(t, store.Reopened, r[0].Word)
 		st, err = s.QueueStatus(ctx, q)
 		require.NoError(t, err)
 		require.Equal(t, store.HoldOpen, st.Hold.State)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -73,7 +72,7 @@ func TestLanesPublishCarriesFlowKey(t *testing.T) {
 		require.Equal(t, key, c.Jobs[0].FlowKey)
 		require.Equal(t, ids[0], c.Jobs[0].ID, "a lane delivers in order")
 		res := settleAll(t, s, q, c.Jobs, store.OutcomeOK, 200, 0)
-		require.Equal(t, "COMPLETED", res[0].Word)
+		require.Equal(t, store.Completed, res[0].Word)
 		st, err = s.QueueStatus(ctx, q)
 		require.NoError(t, err)
 		require.Equal(t, store.Counts{}, st.Counts)
@@ -107,7 +106,7 @@ func TestLanesHoldIsolatesOneLane(t *testing.T) {
 			}
 		}
 		res := settleAll(t, s, q, []store.ClaimedJob{a}, store.OutcomeDefer, 429, 150*time.Millisecond)
-		require.Equal(t, "DEFERRED", res[0].Word)
+		require.Equal(t, store.Deferred, res[0].Word)
 		require.False(t, res[0].LaneUntil.IsZero(), "a keyed 429 holds the lane")
 		require.True(t, res[0].BreakerUntil.IsZero())
 		settleAll(t, s, q, []store.ClaimedJob{bj}, store.OutcomeOK, 200, 0)
@@ -540,81 +539,5 @@ func TestLanesScheduleFlowKey(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, c.Jobs, 1)
 		require.Equal(t, fk, c.Jobs[0].FlowKey)
-	})
-}
-
-// A claim that takes many jobs from few lanes reads each lane's next jobs
-// ahead (lanes.lua lane_next): it still takes them in priority order, then
-// publish order, passes over jobs not yet due, and alternates between
-// equally weighted lanes; what it leaves is taken, in order, by the next.
-func TestLanesBigClaimKeepsOrder(t *testing.T) {
-	t.Parallel()
-	each(t, func(t *testing.T, b backend, s *store.Store) {
-		ctx := context.Background()
-		q := queue("lanes-ahead")
-		q.Concurrency = 100
-		var jobs []store.NewJob
-		for i := 0; i < 24; i++ {
-			j := store.NewJob{Payload: json.RawMessage(`{"i":` + strconv.Itoa(i) + `}`), FlowKey: "A"}
-			switch {
-			case i%6 == 0:
-				j.Priority = 7
-			case i%6 == 1:
-				j.Priority = 9
-				j.Delay = time.Hour // not due: never taken here
-			}
-			jobs = append(jobs, j)
-		}
-		for i := 0; i < 6; i++ {
-			jobs = append(jobs, store.NewJob{Payload: json.RawMessage(`{"b":` + strconv.Itoa(i) + `}`), FlowKey: "B"})
-		}
-		res, err := s.Publish(ctx, q, jobs)
-		require.NoError(t, err)
-		// The due jobs of A in order: priority 7 first, then the rest.
-		var wantA []string
-		for i := 0; i < 24; i += 6 {
-			wantA = append(wantA, res[i].ID)
-		}
-		for i := 0; i < 24; i++ {
-			if i%6 != 0 && i%6 != 1 {
-				wantA = append(wantA, res[i].ID)
-			}
-		}
-		var wantB []string
-		for i := 24; i < 30; i++ {
-			wantB = append(wantB, res[i].ID)
-		}
-		var gotA, gotB []string
-		lanes := ""
-		c, err := s.Claim(ctx, q, 14)
-		require.NoError(t, err)
-		require.Len(t, c.Jobs, 14)
-		outs := []store.Outcome{}
-		for _, j := range c.Jobs {
-			if j.FlowKey == "A" {
-				gotA = append(gotA, j.ID)
-			} else {
-				gotB = append(gotB, j.ID)
-			}
-			lanes += j.FlowKey
-			outs = append(outs, store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeOK, StatusCode: 200})
-		}
-		// Equal weights: the lanes take turns while both have due jobs.
-		require.Equal(t, "ABABABABABABAA", lanes)
-		_, c, err = s.SettleAndClaim(ctx, q, outs, store.Refill{Max: 50})
-		require.NoError(t, err)
-		for _, j := range c.Jobs {
-			if j.FlowKey == "A" {
-				gotA = append(gotA, j.ID)
-			} else {
-				gotB = append(gotB, j.ID)
-			}
-		}
-		require.Equal(t, wantA, gotA, "lane A: priority, then publish order, delayed jobs left")
-		require.Equal(t, wantB, gotB)
-		c, err = s.Claim(ctx, q, 50)
-		require.NoError(t, err)
-		require.Empty(t, c.Jobs, "only the delayed jobs are left")
-		require.Equal(t, store.Empty, c.Word)
 	})
 }

@@ -140,8 +140,8 @@ type Reaped struct {
 	// Kind is "lease_expired", "ack_timeout" or "lifetime".
 	Kind string
 	ID   string
-	// Word is RETRY or DEAD; Detail the retry's due time in ms or the dead reason.
-	Word   string
+	// Word is Retry or Dead; Detail the retry's due time in ms or the dead reason.
+	Word   SettleWord
 	Detail string
 }
 
@@ -174,7 +174,11 @@ func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
 	if len(arr) < 3 {
 		return ClaimResult{}, bad
 	}
-	out := ClaimResult{Word: ClaimWord(toStr(arr[0])), WakeIn: -1}
+	word, err := claimWord(arr[0])
+	if err != nil {
+		return ClaimResult{}, fmt.Errorf("claim on queue %s: %w", q.Name, err)
+	}
+	out := ClaimResult{Word: word, WakeIn: -1}
 	if w := toInt(arr[1]); w >= 0 {
 		out.WakeIn = time.Duration(w) * time.Millisecond
 	}
@@ -184,8 +188,12 @@ func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
 		return ClaimResult{}, bad
 	}
 	for i := 0; i < 4*n; i += 4 {
+		w, err := settleWord(rest[i+2], reapedWords)
+		if err != nil {
+			return ClaimResult{}, fmt.Errorf("claim on queue %s: housekeeping: %w", q.Name, err)
+		}
 		out.Reaped = append(out.Reaped, Reaped{Kind: toStr(rest[i]), ID: toStr(rest[i+1]),
-			Word: toStr(rest[i+2]), Detail: toStr(rest[i+3])})
+			Word: w, Detail: toStr(rest[i+3])})
 	}
 	rest = rest[4*n:]
 	for i := 0; i < len(rest); i += 4 {
@@ -361,10 +369,10 @@ type Outcome struct {
 
 // Settled is what recording one outcome did.
 type Settled struct {
-	// Word is COMPLETED, REOPENED, AWAITING, RETRY, DEAD, DEFERRED, RELEASED
-	// or STALE; for a callback also ACKED (a repeated ack) or REPEATED (a
+	// Word is Completed, Reopened, Awaiting, Retry, Dead, Deferred, Released
+	// or Stale; for a callback also Acked (a repeated ack) or Repeated (a
 	// nack or defer sent again after its reply was lost: applied once, 2xx).
-	Word string
+	Word SettleWord
 	// Detail is the dead reason for DEAD, a time in ms for RETRY/DEFERRED/AWAITING.
 	Detail string
 	// BreakerUntil, when not zero, is the release time of the breaker hold
@@ -451,7 +459,11 @@ func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []O
 	}
 	out := make([]Settled, len(outcomes))
 	for i := range outcomes {
-		out[i] = Settled{Word: toStr(arr[3*i]), Detail: toStr(arr[3*i+1])}
+		w, err := settleWord(arr[3*i], settleWords)
+		if err != nil {
+			return nil, ClaimResult{}, fmt.Errorf("settle on queue %s: %w", q.Name, err)
+		}
+		out[i] = Settled{Word: w, Detail: toStr(arr[3*i+1])}
 		parseHold(&out[i], arr[3*i+2])
 	}
 	var claim ClaimResult
@@ -464,8 +476,9 @@ func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []O
 }
 
 // Callback applies an ack-mode worker's ack, nack or defer. It returns the
-// settle word of what happened (COMPLETED, REOPENED, RETRY, DEAD, DEFERRED,
-// ACKED for a repeated ack) or ErrNotFound, ErrConflict, ErrStaleAttempt.
+// settle word of what happened (Completed, Reopened, Retry, Dead, Deferred,
+// Acked for a repeated ack, Repeated) or ErrNotFound, ErrConflict,
+// ErrStaleAttempt.
 func (s *Store) Callback(ctx context.Context, q config.Queue, cb Callback) (Settled, error) {
 	attempt := ""
 	if cb.Attempt > 0 {
@@ -486,14 +499,18 @@ func (s *Store) Callback(ctx context.Context, q config.Queue, cb Callback) (Sett
 	if len(arr) != 3 {
 		return Settled{}, fmt.Errorf("callback on queue %s: unexpected reply", q.Name)
 	}
-	r := Settled{Word: toStr(arr[0]), Detail: toStr(arr[1])}
+	w, err := settleWord(arr[0], callbackWords)
+	if err != nil {
+		return Settled{}, fmt.Errorf("callback on queue %s: %w", q.Name, err)
+	}
+	r := Settled{Word: w, Detail: toStr(arr[1])}
 	parseHold(&r, arr[2])
 	switch r.Word {
-	case "NOTFOUND":
+	case NotFound:
 		return r, ErrNotFound
-	case "CONFLICT":
+	case Conflict:
 		return r, fmt.Errorf("%w: job is %s", ErrConflict, apiStatus(r.Detail))
-	case "STALE":
+	case Stale:
 		return r, fmt.Errorf("%w: current attempt is %s", ErrStaleAttempt, r.Detail)
 	}
 	return r, nil

@@ -62,7 +62,7 @@ func TestRaceCallbacksOneWinner(t *testing.T) {
 			// The 2xx was already recorded: the job is awaiting_ack.
 			r, err := s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeDelivered, StatusCode: 200}})
 			require.NoError(t, err)
-			require.Equal(t, "AWAITING", r[0].Word)
+			require.Equal(t, store.Awaiting, r[0].Word)
 		}
 
 		kinds := []store.Callback{
@@ -82,7 +82,7 @@ func TestRaceCallbacksOneWinner(t *testing.T) {
 				defer wg.Done()
 				<-start
 				r, err := s.Callback(ctx, q, cb)
-				results[i], words[i] = err, r.Word
+				results[i], words[i] = err, string(r.Word)
 			}()
 		}
 		if withSettle {
@@ -111,7 +111,7 @@ func TestRaceCallbacksOneWinner(t *testing.T) {
 			require.NoError(t, settleErr)
 			// The daemon's late 2xx either came first (AWAITING, and then a
 			// callback won over it) or found its token gone (STALE).
-			require.Contains(t, []string{"AWAITING", "STALE"}, settled[0].Word, "round %d", round)
+			require.Contains(t, []store.SettleWord{store.Awaiting, store.Stale}, settled[0].Word, "round %d", round)
 		}
 
 		j, err := s.GetJob(ctx, q, id)
@@ -205,6 +205,6 @@ func TestRaceReplayOnce(t *testing.T) {
 		require.Empty(t, again.Jobs, "round %d: no second delivery chain", round)
 		r, err := s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeOK, StatusCode: 200}})
 		require.NoError(t, err)
-		require.Equal(t, "COMPLETED", r[0].Word)
+		require.Equal(t, store.Completed, r[0].Word)
 	}
 }

@@ -58,7 +58,7 @@ func TestPublishScriptRunTwice(t *testing.T) {
 		require.Empty(t, none.Jobs, "key %q: the job is not waiting as well", key)
 		r, err := s.Settle(ctx, q, []Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: OutcomeOK, StatusCode: 200}})
 		require.NoError(t, err)
-		require.Equal(t, "COMPLETED", r[0].Word, "key %q: the delivery's lease survived the retry", key)
+		require.Equal(t, Completed, r[0].Word, "key %q: the delivery's lease survived the retry", key)
 	}
 }
 

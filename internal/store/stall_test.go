@@ -65,7 +65,7 @@ func TestStalledClaimLosesNoLease(t *testing.T) {
 	r, err := s.Settle(ctx, q, outs)
 	require.NoError(t, err)
 	for _, w := range r {
-		require.Equal(t, "COMPLETED", w.Word, "the leases handed over are the live ones")
+		require.Equal(t, store.Completed, w.Word, "the leases handed over are the live ones")
 	}
 }
 
@@ -96,8 +96,8 @@ func TestStalledSettleLosesNoLease(t *testing.T) {
 		res, claim, err = s.SettleAndClaim(ctx, q, outs, refill)
 		return err == nil
 	}, 5*time.Second, 20*time.Millisecond)
-	require.Equal(t, "COMPLETED", res[0].Word, "the first run's words, not STALE")
-	require.Equal(t, "COMPLETED", res[1].Word)
+	require.Equal(t, store.Completed, res[0].Word, "the first run's words, not STALE")
+	require.Equal(t, store.Completed, res[1].Word)
 	require.Len(t, claim.Jobs, 2, "the refill's jobs")
 	st, err := s.QueueStatus(ctx, q)
 	require.NoError(t, err)

@@ -105,11 +105,11 @@ func TestPublishClaimComplete(t *testing.T) {
 
 		r, err := s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeOK, StatusCode: 200}})
 		require.NoError(t, err)
-		require.Equal(t, "COMPLETED", r[0].Word)
+		require.Equal(t, store.Completed, r[0].Word)
 		// A second settle with the same token is fenced off.
 		r, err = s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeFail}})
 		require.NoError(t, err)
-		require.Equal(t, "STALE", r[0].Word)
+		require.Equal(t, store.Stale, r[0].Word)
 
 		j, err = s.GetJob(ctx, q, id)
 		require.NoError(t, err)
@@ -138,7 +138,7 @@ func TestReplayedJobKeepsItsHistory(t *testing.T) {
 		require.Len(t, c.Jobs, 1)
 		r, err := s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeFail, StatusCode: 500, Error: "boom"}})
 		require.NoError(t, err)
-		require.Equal(t, "DEAD", r[0].Word)
+		require.Equal(t, store.Dead, r[0].Word)
 		n, err := s.Replay(ctx, q, []string{id})
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
@@ -148,7 +148,7 @@ func TestReplayedJobKeepsItsHistory(t *testing.T) {
 		require.Equal(t, 1, c.Jobs[0].Attempt, "replay resets attempts")
 		r, err = s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeOK, StatusCode: 202}})
 		require.NoError(t, err)
-		require.Equal(t, "COMPLETED", r[0].Word)
+		require.Equal(t, store.Completed, r[0].Word)
 		j, err := s.GetJob(ctx, q, id)
 		require.NoError(t, err)
 		require.Equal(t, store.StatusCompleted, j.Status)
@@ -198,13 +198,13 @@ func TestRetryThenDead(t *testing.T) {
 			r, err := s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeFail, StatusCode: 500, Error: "boom"}})
 			require.NoError(t, err)
 			if attempt < 3 {
-				require.Equal(t, "RETRY", r[0].Word)
+				require.Equal(t, store.Retry, r[0].Word)
 				c2, err := s.Claim(ctx, q, 10)
 				require.NoError(t, err)
 				require.Equal(t, store.Empty, c2.Word, "backoff keeps it back")
 				require.Greater(t, c2.WakeIn, time.Duration(0))
 			} else {
-				require.Equal(t, "DEAD", r[0].Word)
+				require.Equal(t, store.Dead, r[0].Word)
 				require.Equal(t, "max_attempts_exhausted", r[0].Detail)
 			}
 		}
@@ -243,7 +243,7 @@ func TestQueueHoldProbeReopen(t *testing.T) {
 		// Job 0 is rate limited for 60ms: the whole queue holds.
 		r, err := s.Settle(ctx, q, []store.Outcome{{ID: c.Jobs[0].ID, Token: c.Jobs[0].Token, Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: 60 * time.Millisecond, Reason: "429"}})
 		require.NoError(t, err)
-		require.Equal(t, "DEFERRED", r[0].Word)
+		require.Equal(t, store.Deferred, r[0].Word)
 		held, err := s.Claim(ctx, q, 10)
 		require.NoError(t, err)
 		require.Equal(t, store.Held, held.Word)
@@ -254,7 +254,7 @@ func TestQueueHoldProbeReopen(t *testing.T) {
 		// A delivery in flight when the hold began finishes; its success does not reopen.
 		r, err = s.Settle(ctx, q, []store.Outcome{{ID: c.Jobs[1].ID, Token: c.Jobs[1].Token, Kind: store.OutcomeOK, StatusCode: 200}})
 		require.NoError(t, err)
-		require.Equal(t, "COMPLETED", r[0].Word)
+		require.Equal(t, store.Completed, r[0].Word)
 
 		b.advance(70 * time.Millisecond)
 		probe, err := s.Claim(ctx, q, 10)
@@ -275,7 +275,7 @@ func TestQueueHoldProbeReopen(t *testing.T) {
 
 		r, err = s.Settle(ctx, q, []store.Outcome{{ID: probe.Jobs[0].ID, Token: probe.Jobs[0].Token, Kind: store.OutcomeOK, StatusCode: 200}})
 		require.NoError(t, err)
-		require.Equal(t, "REOPENED", r[0].Word)
+		require.Equal(t, store.Reopened, r[0].Word)
 		open, err := s.Claim(ctx, q, 10)
 		require.NoError(t, err)
 		require.Len(t, open.Jobs, 3)
@@ -321,13 +321,13 @@ func TestCallbacks(t *testing.T) {
 		// The ack arrives before the daemon records the 2xx: it counts.
 		r, err := s.Callback(ctx, q, store.Callback{JobID: id, Kind: store.CallbackAck, Attempt: 1})
 		require.NoError(t, err)
-		require.Equal(t, "COMPLETED", r.Word)
+		require.Equal(t, store.Completed, r.Word)
 		rs, err := s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeDelivered, StatusCode: 200}})
 		require.NoError(t, err)
-		require.Equal(t, "STALE", rs[0].Word)
+		require.Equal(t, store.Stale, rs[0].Word)
 		r, err = s.Callback(ctx, q, store.Callback{JobID: id, Kind: store.CallbackAck})
 		require.NoError(t, err)
-		require.Equal(t, "ACKED", r.Word)
+		require.Equal(t, store.Acked, r.Word)
 		_, err = s.Callback(ctx, q, store.Callback{JobID: id, Kind: store.CallbackNack, Retryable: true})
 		require.ErrorIs(t, err, store.ErrConflict)
 		_, err = s.Callback(ctx, q, store.Callback{JobID: "job_00000000000000000000000000_q", Kind: store.CallbackAck})
@@ -362,7 +362,7 @@ func TestLeaseExpiryIsAFailure(t *testing.T) {
 		// The first daemon wakes up late: its outcome is fenced off.
 		r, err := s.Settle(ctx, q, []store.Outcome{{ID: id, Token: c.Jobs[0].Token, Kind: store.OutcomeOK}})
 		require.NoError(t, err)
-		require.Equal(t, "STALE", r[0].Word)
+		require.Equal(t, store.Stale, r[0].Word)
 	})
 }
 

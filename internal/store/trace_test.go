@@ -68,8 +68,8 @@ func TestTraceContextTravelsWithTheJob(t *testing.T) {
 			{ID: ids[2], Token: byID[ids[2]].Token, Kind: store.OutcomeOK, StatusCode: 200},
 		})
 		require.NoError(t, err)
-		require.Equal(t, "RETRY", r[0].Word)
-		require.Equal(t, "COMPLETED", r[2].Word)
+		require.Equal(t, store.Retry, r[0].Word)
+		require.Equal(t, store.Completed, r[2].Word)
 		require.Contains(t, rec(ids[2]), `"tp":"`+tpB+`"`)
 		j, err := s.GetJob(ctx, q, ids[2])
 		require.NoError(t, err)
@@ -87,8 +87,8 @@ func TestTraceContextTravelsWithTheJob(t *testing.T) {
 		r, err = s.Settle(ctx, q, []store.Outcome{{ID: ids[0], Token: c.Jobs[0].Token, Kind: store.OutcomeDefer,
 			StatusCode: 429, RetryAfter: q.Backoff.Base}})
 		require.NoError(t, err)
-		require.Equal(t, "DEFERRED", r[0].Word)
-		for _, word := range []string{"RETRY", "DEAD"} {
+		require.Equal(t, store.Deferred, r[0].Word)
+		for _, word := range []store.SettleWord{store.Retry, store.Dead} {
 			b.advance(q.Backoff.Base * 2)
 			c, err = s.Claim(ctx, q, 10)
 			require.NoError(t, err)
