@@ -33,7 +33,7 @@ type FieldProblem struct {
 // make the daemon read its own environment (a signingSecretEnv naming
 // SIMPLEQ_AUTH_APIKEYS would sign with, and so leak, an API key).
 func apiQueueSchema(q *Queue) []node {
-	return slices.DeleteFunc(queueSchema(q), func(n node) bool { return strings.HasSuffix(n.name, "Env") })
+	return slices.DeleteFunc(queueSchema(q), func(n node) bool { return n.env })
 }
 
 // ValidQueueName reports whether name may name a queue (config.md:

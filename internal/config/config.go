@@ -26,10 +26,6 @@ import (
 // command line help and docs can quote it rather than repeat it.
 const EnvPrefix = "SIMPLEQ"
 
-// redactedValue replaces secrets in [Config.Redacted]; it is a fixed marker
-// rather than a hash so nothing about the secret leaks.
-const redactedValue = "[redacted]"
-
 // keyDelim separates nested keys inside viper. It is not "." because queue
 // names may contain dots.
 const keyDelim = "::"
@@ -210,6 +206,8 @@ type node struct {
 	children []node // set for sections; target is then nil
 	// secret marks a value that messages never echo (`cfg:"name,secret"`).
 	secret bool
+	// env marks a key that names an environment variable (`cfg:"name,env"`).
+	env bool
 }
 
 // topSchema lists every top-level key except queues, which has dynamic keys.
@@ -222,27 +220,26 @@ func settingsSchema(s *QueueSettings) []node { return schemaOf(reflect.ValueOf(s
 func queueSchema(q *Queue) []node { return schemaOf(reflect.ValueOf(q).Elem()) }
 
 // schemaOf lists the settings of the struct v (addressable), in field
-// order, from their tags: `cfg:"name"` is a key (a struct field a section),
-// `cfg:"name,secret"` a secret one, `cfg:",inline"` splices a struct's keys
-// in. Fields without a cfg tag are not read from the file this way (queues,
-// auth.keys and schedules are decoded apart).
+// order, from their tags (tags.go): `cfg:"name"` is a key (a struct field a
+// section), `cfg:"name,secret"` a secret one, `cfg:",inline"` splices a
+// struct's keys in. Fields without a cfg tag, and those tagged apart
+// (queues, auth.keys), are not read from the file this way; schedules are
+// decoded apart too.
 func schemaOf(v reflect.Value) []node {
 	t := v.Type()
 	out := make([]node, 0, t.NumField())
 	for i := range t.NumField() {
-		f := t.Field(i)
-		tag, ok := f.Tag.Lookup("cfg")
-		if !ok {
+		tag, ok := tagOf(t.Field(i))
+		if !ok || tag.apart {
 			continue
 		}
-		name, opt, _ := strings.Cut(tag, ",")
 		fv := v.Field(i)
-		if opt == "inline" {
+		if tag.inline {
 			out = append(out, schemaOf(fv)...)
 			continue
 		}
-		n := node{name: name, secret: opt == "secret"}
-		if f.Type.Kind() == reflect.Struct {
+		n := node{name: tag.name, secret: tag.secret, env: tag.env}
+		if fv.Kind() == reflect.Struct {
 			n.children = schemaOf(fv)
 		} else {
 			n.target = fv.Addr().Interface()
@@ -1058,214 +1055,4 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// Redacted renders the effective configuration as YAML in the file's own
-// layout, for `simpleqd check` and start-up logs: every default and override
-// is visible, durations are Go duration strings, and API keys, the Redis
-// password and signing secrets are replaced by "[redacted]" (empty ones stay
-// empty, so it still shows whether they are set); a list of signing
-// secrets shows "[redacted 1 of 2]" and so on, so how many are active
-// stays visible. A queue whose secret came from signingSecretEnv (or
-// signingSecretsEnv) shows only the variable's name, so the output loads
-// again as a config file.
-func (c *Config) Redacted() string {
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2) // the layout of config.md
-	if err := enc.Encode(c.view()); err != nil {
-		return fmt.Sprintf("# config: render failed: %v\n", err)
-	}
-	if err := enc.Close(); err != nil {
-		return fmt.Sprintf("# config: render failed: %v\n", err)
-	}
-	return buf.String()
-}
-
-// The *View types give Redacted its field names, order and formatting.
-type (
-	configView struct {
-		Redis         redisView            `yaml:"redis"`
-		HTTP          httpView             `yaml:"http"`
-		ShutdownGrace string               `yaml:"shutdownGrace"`
-		LameDuck      string               `yaml:"lameDuck"`
-		Auth          authView             `yaml:"auth"`
-		Log           logView              `yaml:"log"`
-		Dispatch      dispatchView         `yaml:"dispatch"`
-		Tracing       tracingView          `yaml:"tracing"`
-		Webhooks      webhooksView         `yaml:"webhooks"`
-		Defaults      settingsView         `yaml:"defaults"`
-		Queues        map[string]queueView `yaml:"queues"`
-	}
-	httpView struct {
-		Listen                string `yaml:"listen"`
-		MaxPayloadBytes       int64  `yaml:"maxPayloadBytes"`
-		MaxConcurrentRequests int    `yaml:"maxConcurrentRequests"`
-	}
-	authView struct {
-		APIKeys []string  `yaml:"apiKeys"`
-		Keys    []keyView `yaml:"keys,omitempty"`
-	}
-	// keyView is one auth.keys entry: the key redacted ("[redacted i of
-	// n]", numbered so the output loads again: keys may not repeat), or
-	// only the name of the variable it came from.
-	keyView struct {
-		Key    string   `yaml:"key,omitempty"`
-		KeyEnv string   `yaml:"keyEnv,omitempty"`
-		Role   string   `yaml:"role"`
-		Queues []string `yaml:"queues"`
-	}
-	logView struct {
-		Format string `yaml:"format"`
-		Level  string `yaml:"level"`
-	}
-	dispatchView struct {
-		LeaseMargin string `yaml:"leaseMargin"`
-		ClaimBatch  int    `yaml:"claimBatch"`
-		Linger      string `yaml:"linger"`
-	}
-	tracingView struct {
-		OTLPEndpoint string  `yaml:"otlpEndpoint"`
-		SampleRatio  float64 `yaml:"sampleRatio"`
-		ServiceName  string  `yaml:"serviceName"`
-	}
-	backoffView struct {
-		Type   string `yaml:"type"`
-		Base   string `yaml:"base"`
-		Max    string `yaml:"max"`
-		Jitter bool   `yaml:"jitter"`
-	}
-	settingsView struct {
-		Mode              string       `yaml:"mode"`
-		Concurrency       int          `yaml:"concurrency"`
-		RateLimitMax      int          `yaml:"rateLimitMax"`
-		RateLimitWindow   string       `yaml:"rateLimitWindow"`
-		MaxAttempts       int          `yaml:"maxAttempts"`
-		MaxDefers         int          `yaml:"maxDefers"`
-		Timeout           string       `yaml:"timeout"`
-		AckTimeout        string       `yaml:"ackTimeout"`
-		AckTimeoutAction  string       `yaml:"ackTimeoutAction"`
-		Backoff           backoffView  `yaml:"backoff"`
-		DefaultRetryAfter string       `yaml:"defaultRetryAfter"`
-		JobLifetime       string       `yaml:"jobLifetime"`
-		Retention         string       `yaml:"retention"`
-		Breaker           breakerView  `yaml:"breaker"`
-		FlowKeys          flowKeysView `yaml:"flowKeys"`
-	}
-	breakerView struct {
-		Failures int    `yaml:"failures"`
-		HoldFor  string `yaml:"holdFor"`
-	}
-	flowKeysView struct {
-		Concurrency     int    `yaml:"concurrency"`
-		RateLimitMax    int    `yaml:"rateLimitMax"`
-		RateLimitWindow string `yaml:"rateLimitWindow"`
-		HoldScope       string `yaml:"holdScope"`
-	}
-	queueView struct {
-		WebhookURL       string `yaml:"webhookUrl"`
-		SigningSecret    string `yaml:"signingSecret,omitempty"`
-		SigningSecretEnv string `yaml:"signingSecretEnv,omitempty"`
-		// SigningSecrets shows one "[redacted i of n]" per secret: how many
-		// are active and in which order, never what they are.
-		SigningSecrets    []string     `yaml:"signingSecrets,omitempty"`
-		SigningSecretsEnv string       `yaml:"signingSecretsEnv,omitempty"`
-		Settings          settingsView `yaml:",inline"`
-	}
-)
-
-func (c *Config) view() configView {
-	keys := make([]string, len(c.Auth.APIKeys))
-	for i, k := range c.Auth.APIKeys {
-		keys[i] = redact(k)
-	}
-	v := configView{
-		Redis:         redisViewOf(c.Redis), // redis.go
-		HTTP:          httpView(c.HTTP),
-		ShutdownGrace: c.ShutdownGrace.String(),
-		LameDuck:      c.LameDuck.String(),
-		Auth:          authView{APIKeys: keys, Keys: keyViews(c.Auth.Keys)},
-		Log:           logView(c.Log),
-		Dispatch:      dispatchView{LeaseMargin: c.Dispatch.LeaseMargin.String(), ClaimBatch: c.Dispatch.ClaimBatch, Linger: c.Dispatch.Linger.String()},
-		Tracing:       tracingView{OTLPEndpoint: redactURL(c.Tracing.OTLPEndpoint), SampleRatio: c.Tracing.SampleRatio, ServiceName: c.Tracing.ServiceName},
-		Defaults:      settingsViewOf(c.Defaults),
-		Queues:        make(map[string]queueView, len(c.Queues)),
-	}
-	for name, q := range c.Queues {
-		qv := queueView{
-			WebhookURL:       redactURL(q.WebhookURL),
-			SigningSecretEnv: q.SigningSecretEnv,
-			Settings:         settingsViewOf(q.QueueSettings),
-		}
-		switch {
-		case q.SigningSecretsEnv != "":
-			qv.SigningSecretsEnv = q.SigningSecretsEnv
-		case len(q.SigningSecrets) > 0:
-			// Numbered rather than all "[redacted]", so the output still
-			// loads (a list may not repeat a secret).
-			for i := range q.SigningSecrets {
-				qv.SigningSecrets = append(qv.SigningSecrets, fmt.Sprintf("[redacted %d of %d]", i+1, len(q.SigningSecrets)))
-			}
-		case q.SigningSecretEnv == "":
-			qv.SigningSecret = redact(q.SigningSecret)
-		}
-		v.Queues[name] = qv
-	}
-	v.Webhooks = webhooksViewOf(c.Webhooks) // webhooks.go
-	return v
-}
-
-func keyViews(keys []Key) []keyView {
-	var out []keyView
-	for i, k := range keys {
-		kv := keyView{KeyEnv: k.KeyEnv, Role: k.Role, Queues: k.Queues}
-		if k.KeyEnv == "" {
-			kv.Key = fmt.Sprintf("[redacted %d of %d]", i+1, len(keys))
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
-func settingsViewOf(s QueueSettings) settingsView {
-	return settingsView{
-		Mode:             s.Mode,
-		Concurrency:      s.Concurrency,
-		RateLimitMax:     s.RateLimitMax,
-		RateLimitWindow:  s.RateLimitWindow.String(),
-		MaxAttempts:      s.MaxAttempts,
-		MaxDefers:        s.MaxDefers,
-		Timeout:          s.Timeout.String(),
-		AckTimeout:       s.AckTimeout.String(),
-		AckTimeoutAction: s.AckTimeoutAction,
-		Backoff: backoffView{
-			Type:   s.Backoff.Type,
-			Base:   s.Backoff.Base.String(),
-			Max:    s.Backoff.Max.String(),
-			Jitter: s.Backoff.Jitter,
-		},
-		DefaultRetryAfter: s.DefaultRetryAfter.String(),
-		JobLifetime:       s.JobLifetime.String(),
-		Retention:         s.Retention.String(),
-		Breaker:           breakerView{Failures: s.Breaker.Failures, HoldFor: s.Breaker.HoldFor.String()},
-		FlowKeys: flowKeysView{Concurrency: s.FlowKeys.Concurrency, RateLimitMax: s.FlowKeys.RateLimitMax,
-			RateLimitWindow: s.FlowKeys.RateLimitWindow.String(), HoldScope: s.FlowKeys.HoldScope},
-	}
-}
-
-func redact(secret string) string {
-	if secret == "" {
-		return ""
-	}
-	return redactedValue
-}
-
-// redactURL hides a password embedded in a webhook URL (as "xxxxx", the
-// standard library's marker, since brackets would be percent-encoded).
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"path"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -24,14 +25,14 @@ const maxGlobLen = 256
 // its globs match, with a role. auth.apiKeys stay full access.
 type Key struct {
 	// Key is the Bearer token: the file's, or the one read from KeyEnv.
-	Key string
+	Key string `cfg:"key,secret,numbered,omitempty"`
 	// KeyEnv names the environment variable Key was read from ("" when the
 	// file held the key itself); kept so Redacted shows only the name.
-	KeyEnv string
+	KeyEnv string `cfg:"keyEnv,env,omitempty" resolves:"key"`
 	// Role is RolePublisher or RoleAdmin.
-	Role string
+	Role string `cfg:"role"`
 	// Queues are path.Match globs of the queue names the key may use.
-	Queues []string
+	Queues []string `cfg:"queues"`
 }
 
 // Reaches reports whether the key may use the queue called name: whether
@@ -46,8 +47,15 @@ func (k Key) Reaches(name string) bool {
 	return false
 }
 
-// keyFields are the keys of one auth.keys entry, in the order messages list them.
-var keyFields = []string{"key", "keyEnv", "role", "queues"}
+// keyFields are the keys of one auth.keys entry, in the order messages
+// list them: Key's cfg tags.
+var keyFields = func() []string {
+	var names []string
+	for _, f := range fieldsOf(reflect.ValueOf(Key{})) {
+		names = append(names, f.tag.name)
+	}
+	return names
+}()
 
 // decodeKeys decodes auth.keys, a list of mappings, which the node schema
 // cannot describe (its leaves are scalars and lists of strings). raw is

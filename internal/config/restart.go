@@ -1,9 +1,6 @@
 package config
 
-import (
-	"reflect"
-	"strings"
-)
+import "reflect"
 
 // A setting tagged `reload:"restart"` is read once, when the daemon starts
 // (a connection, the listener, the logger, the dispatcher's tuning, the
@@ -16,70 +13,48 @@ import (
 // tagged section is one entry ("redis"), a tagged key its path
 // ("http.listen").
 func RestartChanges(old, next *Config) []string {
+	return restartChanges(reflect.ValueOf(old).Elem(), reflect.ValueOf(next).Elem())
+}
+
+// KeepRunning sets every restart setting of next to its value in old, the
+// configuration the daemon runs with, so that a reloaded configuration says
+// what is in effect; it returns RestartChanges(old, next) as it was. The
+// daemon applies a reload through it, and package reload warns with
+// RestartChanges, so the two cannot disagree.
+func KeepRunning(old, next *Config) []string {
+	return keepRunning(reflect.ValueOf(old).Elem(), reflect.ValueOf(next).Elem())
+}
+
+// restartChanges is RestartChanges for any tagged struct (o, n of one type).
+func restartChanges(o, n reflect.Value) []string {
 	var out []string
-	walkRestart("", reflect.ValueOf(old).Elem(), reflect.ValueOf(next).Elem(), func(path string, o, n reflect.Value) {
-		if !sameValue(o, n) {
+	walkRestart("", o, n, func(path string, o, n reflect.Value, t fieldTag) {
+		if !sameField(t, o, n) {
 			out = append(out, path)
 		}
 	})
 	return out
 }
 
-// KeepRunning sets every restart setting of next to its value in old, the
-// configuration the daemon runs with, so that a reloaded configuration says
-// what is in effect; it returns RestartChanges(old, next) as it was.
-func KeepRunning(old, next *Config) []string {
-	changed := RestartChanges(old, next)
-	walkRestart("", reflect.ValueOf(old).Elem(), reflect.ValueOf(next).Elem(), func(_ string, o, n reflect.Value) {
-		n.Set(o)
-	})
+// keepRunning is KeepRunning for any tagged struct (n addressable).
+func keepRunning(o, n reflect.Value) []string {
+	changed := restartChanges(o, n)
+	walkRestart("", o, n, func(_ string, o, n reflect.Value, _ fieldTag) { n.Set(o) })
 	return changed
 }
 
-// walkRestart calls f with the path and the two values of every
-// restart-tagged field of the structs o and n, recursing into the
-// untagged sections.
-func walkRestart(prefix string, o, n reflect.Value, f func(path string, o, n reflect.Value)) {
-	t := o.Type()
-	for i := range t.NumField() {
-		field := t.Field(i)
-		tag, ok := field.Tag.Lookup("cfg")
-		if !ok {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		path := joinPath(prefix, name)
+// walkRestart calls f with the path, the two values and the tag of every
+// restart-tagged field of the structs o and n, recursing into the other
+// sections (inline structs are spliced in by fieldsOf).
+func walkRestart(prefix string, o, n reflect.Value, f func(path string, o, n reflect.Value, t fieldTag)) {
+	nf := fieldsOf(n)
+	for i, of := range fieldsOf(o) {
+		path := joinPath(prefix, of.tag.name)
 		switch {
-		case field.Tag.Get("reload") == "restart":
-			f(path, o.Field(i), n.Field(i))
-		case field.Type.Kind() == reflect.Struct:
-			walkRestart(path, o.Field(i), n.Field(i), f)
+		case of.tag.restart:
+			f(path, of.v, nf[i].v, of.tag)
+		case of.v.Kind() == reflect.Struct:
+			walkRestart(path, of.v, nf[i].v, f)
 		}
-	}
-}
-
-// sameValue compares two settings values; an empty list and no list are
-// the same ("addrs: []" and no key load alike).
-func sameValue(a, b reflect.Value) bool {
-	switch a.Kind() {
-	case reflect.Struct:
-		for i := range a.NumField() {
-			if !sameValue(a.Field(i), b.Field(i)) {
-				return false
-			}
-		}
-		return true
-	case reflect.Slice:
-		if a.Len() != b.Len() {
-			return false
-		}
-		for i := range a.Len() {
-			if !sameValue(a.Index(i), b.Index(i)) {
-				return false
-			}
-		}
-		return true
-	default:
-		return a.Interface() == b.Interface()
 	}
 }

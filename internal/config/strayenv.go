@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -39,22 +40,11 @@ func StrayEnv(c *Config, environ []string, known ...string) []StrayVariable {
 	settings := envNames(EnvPrefix, topSchema(c))
 	for name, q := range c.Queues {
 		settings = append(settings, envNames(EnvPrefix+"_QUEUES_"+envToken(name), queueSchema(&q))...)
-		if q.SigningSecretEnv != "" {
-			read[q.SigningSecretEnv] = true
-		}
-		if q.SigningSecretsEnv != "" {
-			read[q.SigningSecretsEnv] = true
-		}
 	}
-	for _, k := range c.Auth.Keys {
-		if k.KeyEnv != "" {
-			read[k.KeyEnv] = true
-		}
-	}
-	for _, env := range []string{c.Redis.PasswordEnv, c.Redis.Sentinel.PasswordEnv} {
-		if env != "" {
-			read[env] = true
-		}
+	// The variables that keys tagged env name (signingSecretEnv, keyEnv,
+	// passwordEnv, …) are read too.
+	for _, env := range envVariables(reflect.ValueOf(*c)) {
+		read[env] = true
 	}
 	for _, s := range settings {
 		read[s] = true

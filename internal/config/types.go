@@ -26,7 +26,7 @@ type Config struct {
 	Defaults QueueSettings `cfg:"defaults"`
 	// Queues maps the queue name (case preserved, as written in the file) to
 	// its resolved settings: Defaults overlaid with the queue's own keys.
-	Queues map[string]Queue
+	Queues map[string]Queue `cfg:"queues,apart"`
 	// Schedules are the file's schedules (source file), on file queues.
 	Schedules []Schedule
 }
@@ -38,7 +38,7 @@ type Redis struct {
 	// URL is a redis:// or rediss:// (TLS) URL with the user, password and
 	// database, the form managed Redis services hand out; with ?addr=
 	// parameters it lists Redis Cluster seeds instead (go-redis' cluster URL).
-	URL      string   `cfg:"url,secret"`
+	URL      string   `cfg:"url,secret,url"`
 	Addr     string   `cfg:"addr"`
 	Addrs    []string `cfg:"addrs"`
 	Username string   `cfg:"username"`
@@ -48,7 +48,7 @@ type Redis struct {
 	// PasswordEnv names the environment variable Password was read from
 	// ("" when the file held it), so secrets stay out of the file and
 	// Redacted can show where the password comes from.
-	PasswordEnv string `cfg:"passwordEnv"`
+	PasswordEnv string `cfg:"passwordEnv,env" resolves:"password"`
 	DB          int    `cfg:"db"`
 	Prefix      string `cfg:"prefix"`
 	// Durability is DurabilityLocal or DurabilityReplicated: when a write
@@ -73,7 +73,7 @@ type Sentinel struct {
 	// protected apart from the data nodes (Redis' own username/password).
 	Username    string `cfg:"username"`
 	Password    string `cfg:"password,secret"`
-	PasswordEnv string `cfg:"passwordEnv"`
+	PasswordEnv string `cfg:"passwordEnv,env" resolves:"password"`
 }
 
 // TLS configures encrypted (and optionally mutually authenticated)
@@ -133,9 +133,9 @@ type HTTP struct {
 // Auth holds the Bearer keys the API accepts.
 type Auth struct {
 	// APIKeys have full access to every queue and endpoint.
-	APIKeys []string `cfg:"apiKeys,secret"`
+	APIKeys []string `cfg:"apiKeys,secret,set"`
 	// Keys reach only the queues their globs match, with a role (keys.go).
-	Keys []Key
+	Keys []Key `cfg:"keys,apart,omitempty"`
 }
 
 // Log selects the log encoding ("json" or "console") and level.
@@ -172,7 +172,7 @@ type Tracing struct {
 	// OTLPEndpoint is the collector's OTLP/HTTP URL, e.g.
 	// http://collector:4318 (/v1/traces is added when it has no path); empty
 	// turns tracing off.
-	OTLPEndpoint string `cfg:"otlpEndpoint"`
+	OTLPEndpoint string `cfg:"otlpEndpoint,url"`
 	// SampleRatio is the share of traces recorded, 0 to 1, for jobs published
 	// without a traceparent; a publisher's sampling decision is followed.
 	SampleRatio float64 `cfg:"sampleRatio"`
@@ -239,25 +239,25 @@ type QueueSettings struct {
 // Queue is one webhook URL plus its settings.
 type Queue struct {
 	Name       string
-	WebhookURL string `cfg:"webhookUrl"`
+	WebhookURL string `cfg:"webhookUrl,url"`
 	// SigningSecret is the current secret: it alone signs
 	// x-simpleq-signature, so SimpleQ's SDK helpers, which know one secret,
 	// keep verifying. With a list (SigningSecrets) it is the list's first.
-	SigningSecret string `cfg:"signingSecret,secret"`
+	SigningSecret string `cfg:"signingSecret,secret,omitempty"`
 	// SigningSecretEnv names the environment variable SigningSecret was read
 	// from ("" when the file held the secret itself); kept so Redacted can
 	// show where the secret comes from without showing the secret.
-	SigningSecretEnv string `cfg:"signingSecretEnv"`
+	SigningSecretEnv string `cfg:"signingSecretEnv,env,omitempty" resolves:"signingSecret"`
 	// SigningSecrets are the active secrets, current first, when the queue
 	// lists them (signingSecrets or signingSecretsEnv) to rotate: every one
 	// signs webhook-signature, so a receiver holding any of them verifies
 	// while the old secret is being replaced. nil when the queue names one
 	// secret; [Queue.Secrets] covers both forms.
-	SigningSecrets []string `cfg:"signingSecrets,secret"`
+	SigningSecrets []string `cfg:"signingSecrets,secret,numbered,omitempty" resolves:"signingSecret"`
 	// SigningSecretsEnv names the environment variable SigningSecrets were
 	// read from (a comma- or space-separated list), for Redacted as with
 	// SigningSecretEnv.
-	SigningSecretsEnv string `cfg:"signingSecretsEnv"`
+	SigningSecretsEnv string `cfg:"signingSecretsEnv,env,omitempty" resolves:"signingSecrets,signingSecret"`
 	// Checked marks a queue whose webhook URL an API user wrote: its URL is
 	// checked against webhooks.allowedHosts and allowPrivateNetworks when
 	// written (netguard.Policy.CheckURL), and every connection it makes is

@@ -46,17 +46,3 @@ func (l *loader) validateWebhooks(w *Webhooks) {
 		}
 	}
 }
-
-// webhooksView renders the section for Redacted.
-type webhooksView struct {
-	AllowedHosts         []string `yaml:"allowedHosts"`
-	AllowPrivateNetworks bool     `yaml:"allowPrivateNetworks"`
-}
-
-func webhooksViewOf(w Webhooks) webhooksView {
-	hosts := w.AllowedHosts
-	if hosts == nil {
-		hosts = []string{}
-	}
-	return webhooksView{AllowedHosts: hosts, AllowPrivateNetworks: w.AllowPrivateNetworks}
-}

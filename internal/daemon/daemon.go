@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,15 +189,11 @@ func (d *Daemon) Listen() (net.Addr, error) {
 // their running values.
 func (d *Daemon) Reload(cfg *config.Config) {
 	old := d.file.Load()
-	// Every setting tagged reload:"restart" keeps its running value, the
-	// ones package reload names in its warning (config.RestartChanges).
-	changed := config.KeepRunning(old, cfg)
-	if slices.ContainsFunc(changed, func(k string) bool { return k == "redis" || k == "http.listen" }) {
-		d.log.Warn("reload: redis and http.listen changes need a restart; keeping the running values")
-	}
-	if slices.Contains(changed, "tracing") {
-		// The exporter and the sampler are built once, at start-up.
-		d.log.Warn("reload: tracing changes need a restart; keeping the running values")
+	// Every setting tagged reload:"restart" keeps its running value: the
+	// very list package reload warns about (config.RestartChanges), so the
+	// warning is logged there, once, with every key.
+	if kept := config.KeepRunning(old, cfg); len(kept) > 0 {
+		d.log.Debug("reload: kept the running values of settings that need a restart", zap.Strings("keys", kept))
 	}
 	d.file.Store(cfg)
 	if policy, err := cfg.Webhooks.Policy(); err == nil { // Load validated it

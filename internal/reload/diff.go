@@ -1,8 +1,6 @@
 package reload
 
 import (
-	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -73,10 +71,9 @@ func Diff(old, next *config.Config) Changes {
 	if len(ch.Changed) == 0 {
 		ch.Changed = nil
 	}
-	ch.APIKeys = !sameSet(old.Auth.APIKeys, next.Auth.APIKeys) ||
-		!slices.EqualFunc(old.Auth.Keys, next.Auth.Keys, func(a, b config.Key) bool {
-			return a.Key == b.Key && a.KeyEnv == b.KeyEnv && a.Role == b.Role && slices.Equal(a.Queues, b.Queues)
-		})
+	// Any tagged setting of auth (apiKeys as a set; every auth.keys entry's
+	// key, variable, role and reach).
+	ch.APIKeys = !config.SameSettings(old.Auth, next.Auth)
 
 	// What needs a restart is the config's own word (its reload:"restart"
 	// tags), the same list daemon.Reload keeps the running values of.
@@ -84,51 +81,10 @@ func Diff(old, next *config.Config) Changes {
 	return ch
 }
 
-// queueDiff lists the changed settings of one queue. Values that may be
-// secret (signing secret, webhook URL) are named without their values.
+// queueDiff lists the changed settings of one queue, read from the
+// config's tags (config.ChangedSettings): values that may be secret (signing
+// secrets, the webhook URL) are named without their values, and a setting
+// added to config.Queue shows up here without an edit.
 func queueDiff(o, n config.Queue) []string {
-	var out []string
-	named := func(key string, changed bool) {
-		if changed {
-			out = append(out, key)
-		}
-	}
-	valued := func(key string, a, b any) {
-		as, bs := fmt.Sprint(a), fmt.Sprint(b)
-		if as != bs {
-			out = append(out, key+" "+as+"→"+bs)
-		}
-	}
-	named("webhookUrl", o.WebhookURL != n.WebhookURL)
-	named("signingSecret", o.SigningSecret != n.SigningSecret || o.SigningSecretEnv != n.SigningSecretEnv)
-	// A rotation step (a secret added, promoted or dropped) changes the list.
-	named("signingSecrets", !slices.Equal(o.SigningSecrets, n.SigningSecrets) || o.SigningSecretsEnv != n.SigningSecretsEnv)
-	valued("mode", o.Mode, n.Mode)
-	valued("concurrency", o.Concurrency, n.Concurrency)
-	valued("rateLimitMax", o.RateLimitMax, n.RateLimitMax)
-	valued("rateLimitWindow", o.RateLimitWindow, n.RateLimitWindow)
-	valued("maxAttempts", o.MaxAttempts, n.MaxAttempts)
-	valued("maxDefers", o.MaxDefers, n.MaxDefers)
-	valued("timeout", o.Timeout, n.Timeout)
-	valued("ackTimeout", o.AckTimeout, n.AckTimeout)
-	valued("ackTimeoutAction", o.AckTimeoutAction, n.AckTimeoutAction)
-	valued("backoff.type", o.Backoff.Type, n.Backoff.Type)
-	valued("backoff.base", o.Backoff.Base, n.Backoff.Base)
-	valued("backoff.max", o.Backoff.Max, n.Backoff.Max)
-	valued("backoff.jitter", o.Backoff.Jitter, n.Backoff.Jitter)
-	valued("defaultRetryAfter", o.DefaultRetryAfter, n.DefaultRetryAfter)
-	valued("jobLifetime", o.JobLifetime, n.JobLifetime)
-	valued("retention", o.Retention, n.Retention)
-	valued("flowKeys.concurrency", o.FlowKeys.Concurrency, n.FlowKeys.Concurrency)
-	valued("flowKeys.rateLimitMax", o.FlowKeys.RateLimitMax, n.FlowKeys.RateLimitMax)
-	valued("flowKeys.rateLimitWindow", o.FlowKeys.RateLimitWindow, n.FlowKeys.RateLimitWindow)
-	valued("flowKeys.holdScope", o.FlowKeys.HoldScope, n.FlowKeys.HoldScope)
-	return out
-}
-
-func sameSet(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(slices.Compact(a), slices.Compact(b))
+	return config.ChangedSettings(o, n)
 }
