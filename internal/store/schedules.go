@@ -367,7 +367,7 @@ func (s *Store) wakeSchedulers(ctx context.Context) {
 }
 
 func decodeSchedule(rec, run string) (*Schedule, error) {
-	i := indexByteString(rec, '\n')
+	i := strings.IndexByte(rec, '\n')
 	if i < 0 {
 		return nil, errors.New("schedule: corrupt record")
 	}
@@ -390,15 +390,6 @@ func decodeSchedule(rec, run string) (*Schedule, error) {
 		sc.LastJobID = &j
 	}
 	return sc, nil
-}
-
-func indexByteString(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // IndexedQueue is a queue the fleet-wide index says is due, taken by this
