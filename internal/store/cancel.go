@@ -51,19 +51,21 @@ func (s *Store) Cancel(ctx context.Context, q config.Queue, id, reason string) (
 	if err != nil {
 		return Cancelled{}, err
 	}
-	arr, _ := res.([]any)
-	if len(arr) != 3 {
-		return Cancelled{}, fmt.Errorf("cancel %s on queue %s: unexpected reply of %d values", id, q.Name, len(arr))
+	a := newReply(lua.Cancel, q.Name, res, 3)
+	word, detail, token := a.str(0), a.str(1), a.str(2)
+	if err := a.err(); err != nil {
+		return Cancelled{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
-	switch toStr(arr[0]) {
+	switch word {
 	case "NOTFOUND":
 		return Cancelled{}, ErrNotFound
 	case "TERMINAL":
-		return Cancelled{}, fmt.Errorf("%w: job is %s", ErrConflict, apiStatus(toStr(arr[1])))
+		return Cancelled{}, fmt.Errorf("%w: job is %s", ErrConflict, apiStatus(detail))
 	case "CANCELLED":
-		return Cancelled{Was: Status(toStr(arr[1])), Token: toStr(arr[2])}, nil
+		return Cancelled{Was: Status(detail), Token: token}, nil
 	}
-	return Cancelled{}, fmt.Errorf("cancel %s on queue %s: unexpected reply %q", id, q.Name, toStr(arr[0]))
+	a.unknown(0)
+	return Cancelled{}, fmt.Errorf("cancel %s: %w", id, a.err())
 }
 
 // CancelFilter chooses the jobs a bulk cancel takes: every condition set
@@ -154,22 +156,23 @@ func (s *Store) BulkCancelStep(ctx context.Context, q config.Queue, f CancelFilt
 	}
 	args := append(s.params(q, 9), "bulk", CancelError(reason), cur.Phase, cur.Position, max(lim.Look, 1),
 		lim.Budget.Microseconds(), strings.Join(statuses, ","), before, flowKey)
-	keys := append(s.Keys(q.Name), s.cancelCursorKey(q.Name, statuses, before, flowKey))
+	keys := s.Keys(q.Name).List(s.cancelCursorKey(q.Name, statuses, before, flowKey))
 	res, err := s.runKeys(ctx, lua.Cancel, q, keys, args)
 	if err != nil {
 		return BulkStep{Next: cur}, err
 	}
-	arr, _ := res.([]any)
-	if len(arr) < 4 || (len(arr)-4)%2 != 0 {
-		return BulkStep{Next: cur}, fmt.Errorf("bulk cancel on queue %s: unexpected reply of %d values", q.Name, len(arr))
-	}
+	a := newReply(lua.Cancel, q.Name, res, 4)
+	a.want((a.len()-4)%2 == 0, "want id and token pairs after 4 values")
 	step := BulkStep{
-		Cancelled: int(toInt(arr[0])),
-		Looked:    int(toInt(arr[3])),
-		Next:      CancelCursor{Phase: toStr(arr[1]), Position: toStr(arr[2])},
+		Cancelled: int(a.int(0)),
+		Looked:    int(a.int(3)),
+		Next:      CancelCursor{Phase: a.str(1), Position: a.str(2)},
 	}
-	for i := 4; i < len(arr); i += 2 {
-		step.Aborts = append(step.Aborts, Abort{ID: toStr(arr[i]), Token: toStr(arr[i+1])})
+	for i := 4; i+1 < a.len(); i += 2 {
+		step.Aborts = append(step.Aborts, Abort{ID: a.str(i), Token: a.str(i + 1)})
+	}
+	if err := a.err(); err != nil {
+		return BulkStep{Next: cur}, err
 	}
 	return step, nil
 }

@@ -351,7 +351,7 @@ func TestCancelBulkRacesClaims(t *testing.T) {
 
 	cancelled := 0
 	rdb := s.Client()
-	keys := s.Keys(q.Name)
+	keys := s.Keys(q.Name).List()
 	for _, id := range ids {
 		j, err := s.GetJob(ctx, q, id)
 		require.NoError(t, err)
@@ -447,7 +447,7 @@ func TestCancelBulkBoundedWalk(t *testing.T) {
 
 		// Three of the young jobs, scattered, fail once (st r: processing,
 		// waiting for their retry); then every waiting job gets one score.
-		rdb, keys := s.Client(), s.Keys(q.Name)
+		rdb, keys := s.Client(), s.Keys(q.Name).List()
 		picked := []string{young[10], young[31], young[52]}
 		for _, id := range picked {
 			require.NoError(t, rdb.ZAddXX(ctx, keys[0], redis.Z{Score: 1, Member: id}).Err())

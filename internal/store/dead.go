@@ -113,7 +113,7 @@ func (s *Store) ListDead(ctx context.Context, q config.Queue, limit int, cursor 
 		after = &c
 	}
 	keys := s.Keys(q.Name)
-	deadKey := keys[6]
+	deadKey := keys.Dead
 
 	entries, err := s.deadRange(ctx, deadKey, after, limit+1)
 	if err != nil {
@@ -133,7 +133,7 @@ func (s *Store) ListDead(ctx context.Context, q config.Queue, limit int, cursor 
 	for i, e := range entries {
 		ids[i] = e.Member.(string)
 	}
-	fit, err := s.deadPageFit(ctx, keys[2], keys[3], ids)
+	fit, err := s.deadPageFit(ctx, keys.Jobs, keys.Hist, ids)
 	if err != nil {
 		return nil, "", wrap(fmt.Errorf("size dead jobs of queue %s: %w", q.Name, err))
 	}
@@ -143,8 +143,8 @@ func (s *Store) ListDead(ctx context.Context, q config.Queue, limit int, cursor 
 		ids = ids[:fit]
 	}
 	pipe := s.rdb.Pipeline()
-	recs := pipe.HMGet(ctx, keys[2], ids...)
-	hists := pipe.HMGet(ctx, keys[3], ids...)
+	recs := pipe.HMGet(ctx, keys.Jobs, ids...)
+	hists := pipe.HMGet(ctx, keys.Hist, ids...)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, "", wrap(fmt.Errorf("read dead jobs of queue %s: %w", q.Name, err))
 	}

@@ -69,7 +69,7 @@ func killPayloads(t *testing.T, s *store.Store, q config.Queue, payloads []json.
 // ListDead must reproduce page by page.
 func deadOrder(t *testing.T, rdb redis.UniversalClient, s *store.Store, q config.Queue) []string {
 	t.Helper()
-	ids, err := rdb.ZRevRange(context.Background(), s.Keys(q.Name)[6], 0, -1).Result()
+	ids, err := rdb.ZRevRange(context.Background(), s.Keys(q.Name).List()[6], 0, -1).Result()
 	require.NoError(t, err)
 	return ids
 }
@@ -128,7 +128,7 @@ func TestListDeadPagesThroughTies(t *testing.T) {
 		}
 		want := deadOrder(t, b.rdb, s, q)
 		require.ElementsMatch(t, all, want)
-		scores, err := b.rdb.ZRangeWithScores(ctx, s.Keys(q.Name)[6], 0, -1).Result()
+		scores, err := b.rdb.ZRangeWithScores(ctx, s.Keys(q.Name).List()[6], 0, -1).Result()
 		require.NoError(t, err)
 		distinct := map[float64]bool{}
 		for _, z := range scores {

@@ -73,7 +73,7 @@ func TestReplicatedWritesWaitForTheReplica(t *testing.T) {
 	q.Mode = "ack"
 	onReplica := func(id string) map[string]any {
 		t.Helper()
-		rec, err := rc.HGet(ctx, s.Keys(q.Name)[2], id).Result()
+		rec, err := rc.HGet(ctx, s.Keys(q.Name).List()[2], id).Result()
 		require.NoError(t, err, "job %s is on the replica when the call returns", id)
 		var m map[string]any
 		require.NoError(t, json.Unmarshal([]byte(rec[:strings.IndexByte(rec, '\n')]), &m))
@@ -95,7 +95,7 @@ func TestReplicatedWritesWaitForTheReplica(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "c", onReplica(id)["st"], "the ack is on the replica")
 	require.NoError(t, s.Pause(ctx, q, "op"))
-	st, err := rc.HGetAll(ctx, s.Keys(q.Name)[4]).Result()
+	st, err := rc.HGetAll(ctx, s.Keys(q.Name).List()[4]).Result()
 	require.NoError(t, err)
 	require.NotEmpty(t, st, "the pause is on the replica")
 
@@ -213,7 +213,7 @@ func TestReplicatedWaitOnClusterGoesToTheQueueMaster(t *testing.T) {
 	_, err := replicatedStore(t, cc, replicaTimeout).Publish(ctx, q, []store.NewJob{{Payload: json.RawMessage(`{}`)}})
 	require.ErrorIs(t, err, store.ErrNotReplicated)
 
-	owner, err := cc.MasterForKey(ctx, s.Keys(q.Name)[0])
+	owner, err := cc.MasterForKey(ctx, s.Keys(q.Name).List()[0])
 	require.NoError(t, err)
 	ownerID, err := owner.Do(ctx, "cluster", "myid").Text()
 	require.NoError(t, err)
@@ -230,7 +230,7 @@ func TestReplicatedWaitOnClusterGoesToTheQueueMaster(t *testing.T) {
 	for i := range 5 {
 		res, err := s.Publish(ctx, q, []store.NewJob{{Payload: json.RawMessage(`{}`)}})
 		require.NoError(t, err, "publish %d", i)
-		rec, err := onRep.HExists(ctx, s.Keys(q.Name)[2], res[0].ID).Result()
+		rec, err := onRep.HExists(ctx, s.Keys(q.Name).List()[2], res[0].ID).Result()
 		require.NoError(t, err)
 		require.True(t, rec, "job %d is on the replica", i)
 	}

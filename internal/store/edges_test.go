@@ -345,7 +345,7 @@ func TestHistoryIsBounded(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, s.Resume(ctx, q))
 	}
-	n, err := rdb.HStrLen(ctx, s.Keys(q.Name)[3], id).Result()
+	n, err := rdb.HStrLen(ctx, s.Keys(q.Name).List()[3], id).Result()
 	require.NoError(t, err)
 	require.LessOrEqual(t, n, int64(32768))
 	j, err := s.GetJob(ctx, q, id)
@@ -378,7 +378,7 @@ func TestAckEntryIsASuccess(t *testing.T) {
 		require.True(t, j.History[0].Acked)
 		require.Equal(t, 202, *j.History[0].WebhookStatusCode, "the delivery's 2xx")
 
-		hist := s.Keys(q.Name)[3]
+		hist := s.Keys(q.Name).List()[3]
 		stored, err := b.rdb.HGet(ctx, hist, id).Result()
 		require.NoError(t, err)
 		old := strings.Replace(strings.Replace(stored, `"success"`, `"acked"`, 1), `,"acked":true`, "", 1)

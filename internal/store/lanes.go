@@ -91,14 +91,22 @@ func (s *Store) keyOp(ctx context.Context, q config.Queue, op, flowKey string, e
 	if err != nil {
 		return Key{}, err
 	}
-	arr, _ := res.([]any)
-	switch len(arr) {
+	a := newReply(lua.Keys, q.Name, res, 1)
+	switch a.len() {
 	case 1:
+		if err := a.err(); err != nil {
+			return Key{}, err
+		}
 		return Key{}, ErrNotFound
 	case 3:
-		return decodeKey(q, toInt(arr[0]), toStr(arr[1]), toStr(arr[2]))
+		now, fk, packed := a.int(0), a.str(1), a.str(2)
+		if err := a.err(); err != nil {
+			return Key{}, err
+		}
+		return decodeKey(q, now, fk, packed)
 	}
-	return Key{}, fmt.Errorf("keys %s on queue %s: unexpected reply of %d values", op, q.Name, len(arr))
+	a.fail("keys %s: want 1 or 3 values", op)
+	return Key{}, a.err()
 }
 
 // ListKeys reads one page of a queue's lanes in state, from cursor ("" for
@@ -113,20 +121,25 @@ func (s *Store) ListKeys(ctx context.Context, q config.Queue, state KeyState, cu
 	if err != nil {
 		return nil, "", err
 	}
-	arr, _ := res.([]any)
-	if len(arr) < 2 || len(arr)%2 != 0 {
-		return nil, "", fmt.Errorf("keys list on queue %s: unexpected reply of %d values", q.Name, len(arr))
-	}
-	now := toInt(arr[0])
-	out := make([]Key, 0, (len(arr)-2)/2)
-	for i := 2; i < len(arr); i += 2 {
-		k, err := decodeKey(q, now, toStr(arr[i]), toStr(arr[i+1]))
+	a := newReply(lua.Keys, q.Name, res, 2)
+	a.want(a.len()%2 == 0, "want lane and state pairs")
+	now, next := a.int(0), a.str(1)
+	out := make([]Key, 0, max(a.len()-2, 0)/2)
+	for i := 2; i+1 < a.len(); i += 2 {
+		fk, packed := a.str(i), a.str(i+1)
+		if err := a.err(); err != nil {
+			return nil, "", err
+		}
+		k, err := decodeKey(q, now, fk, packed)
 		if err != nil {
 			return nil, "", err
 		}
 		out = append(out, k)
 	}
-	return out, toStr(arr[1]), nil
+	if err := a.err(); err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
 }
 
 // decodeKey reads lanes.lua's packed lane state

@@ -77,7 +77,7 @@ func TestLanesPublishCarriesFlowKey(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, store.Counts{}, st.Counts)
 		// The lane occupies nothing once it has no jobs (keys.md §6).
-		n, err := b.rdb.HLen(ctx, s.Keys(q.Name)[12]).Result()
+		n, err := b.rdb.HLen(ctx, s.Keys(q.Name).List()[12]).Result()
 		require.NoError(t, err)
 		require.Zero(t, n)
 	})

@@ -68,25 +68,29 @@ func (s *Store) ListJobsByKey(ctx context.Context, q config.Queue, st Status, fl
 	if err != nil {
 		return nil, "", fmt.Errorf("list %s jobs of queue %s: %w", st, q.Name, err)
 	}
-	arr, _ := res.([]any)
-	if len(arr) < 3 || (len(arr)-3)%4 != 0 {
-		return nil, "", fmt.Errorf("list %s jobs of queue %s: unexpected reply", st, q.Name)
-	}
+	a := newReply(lua.Lists, q.Name, res, 3)
+	a.want((a.len()-3)%4 == 0, "want 4 values per job after 3")
 	next := ""
-	if phase := toStr(arr[0]); phase != "" {
-		next = jobsCursor{status: st, phase: phase, score: toStr(arr[1]), member: toStr(arr[2])}.encode()
+	if phase := a.str(0); phase != "" {
+		next = jobsCursor{status: st, phase: phase, score: a.str(1), member: a.str(2)}.encode()
 	}
-	jobs := make([]*Job, 0, (len(arr)-3)/4)
-	for i := 3; i+3 < len(arr); i += 4 {
-		id := toStr(arr[i])
-		j, err := decodeJob(q, id, []byte(toStr(arr[i+1])), []byte(toStr(arr[i+3])))
+	jobs := make([]*Job, 0, max(a.len()-3, 0)/4)
+	for i := 3; i+3 < a.len(); i += 4 {
+		id, rec, lease, hist := a.str(i), a.str(i+1), a.optStr(i+2), a.str(i+3)
+		if err := a.err(); err != nil {
+			return nil, "", err
+		}
+		j, err := decodeJob(q, id, []byte(rec), []byte(hist))
 		if err != nil {
 			return nil, "", err
 		}
-		if toStr(arr[i+2]) != "" && j.Status == StatusPending {
+		if lease != "" && j.Status == StatusPending {
 			j.Status = StatusProcessing // in flight: a lease overlays the record
 		}
 		jobs = append(jobs, j)
+	}
+	if err := a.err(); err != nil {
+		return nil, "", err
 	}
 	return jobs, next, nil
 }

@@ -61,26 +61,32 @@ func (s *Store) Publish(ctx context.Context, q config.Queue, jobs []NewJob) ([]P
 	if err != nil {
 		return nil, err
 	}
-	arr, _ := res.([]any)
-	if len(arr) != 1+len(jobs) {
-		return nil, fmt.Errorf("publish on queue %s: unexpected reply of %d values", q.Name, len(arr))
-	}
-	now := fromMS(toInt(arr[0]))
+	a := newReply(lua.Publish, q.Name, res, 1+len(jobs))
+	a.want(a.len() == 1+len(jobs), "want one value per job")
+	now := fromMS(a.int(0))
 	out := make([]Published, len(jobs))
 	for i := range jobs {
-		r := toStr(arr[1+i])
+		r := a.optStr(1 + i)
 		if r == "" {
 			out[i] = Published{ID: ids[i], CreatedAt: now, Status: StatusPending}
 			continue
 		}
 		// "<word>|<id>|<createdAt ms>|<state>"; ids and states hold no "|".
 		f := strings.SplitN(r, "|", 4)
-		if len(f) != 4 {
-			return nil, fmt.Errorf("publish on queue %s: unexpected reply %q", q.Name, r)
+		if len(f) != 4 || (f[0] != "DUP" && f[0] != "REP") {
+			a.fail("job %d: %q", i+1, r)
+			break
 		}
-		c, _ := strconv.ParseInt(f[2], 10, 64)
+		c, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			a.fail("job %d: created %q", i+1, f[2])
+			break
+		}
 		out[i] = Published{ID: f[1], CreatedAt: fromMS(c), Status: apiStatus(f[3]), Duplicate: f[0] == "DUP",
 			Replaced: f[0] == "REP"}
+	}
+	if err := a.err(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -170,34 +176,39 @@ func (s *Store) ClaimCall(ctx context.Context, q config.Queue, max int, call str
 }
 
 func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
-	bad := fmt.Errorf("claim on queue %s: unexpected reply of %d values", q.Name, len(arr))
-	if len(arr) < 3 {
-		return ClaimResult{}, bad
+	r := newReply(lua.Claim, q.Name, arr, 3)
+	if err := r.err(); err != nil {
+		return ClaimResult{}, err
 	}
 	word, err := claimWord(arr[0])
 	if err != nil {
 		return ClaimResult{}, fmt.Errorf("claim on queue %s: %w", q.Name, err)
 	}
 	out := ClaimResult{Word: word, WakeIn: -1}
-	if w := toInt(arr[1]); w >= 0 {
+	if w := r.int(1); w >= 0 {
 		out.WakeIn = time.Duration(w) * time.Millisecond
 	}
-	n := int(toInt(arr[2]))
+	n := int(r.int(2))
 	rest := arr[3:]
 	if n < 0 || len(rest) < 4*n || (len(rest)-4*n)%4 != 0 {
-		return ClaimResult{}, bad
+		r.fail("%d reaped and %d more values", n, len(rest))
+	}
+	if err := r.err(); err != nil {
+		return ClaimResult{}, err
 	}
 	for i := 0; i < 4*n; i += 4 {
 		w, err := settleWord(rest[i+2], reapedWords)
 		if err != nil {
 			return ClaimResult{}, fmt.Errorf("claim on queue %s: housekeeping: %w", q.Name, err)
 		}
-		out.Reaped = append(out.Reaped, Reaped{Kind: toStr(rest[i]), ID: toStr(rest[i+1]),
-			Word: w, Detail: toStr(rest[i+3])})
+		out.Reaped = append(out.Reaped, Reaped{Kind: r.str(3 + i), ID: r.str(4 + i),
+			Word: w, Detail: r.str(6 + i)})
 	}
-	rest = rest[4*n:]
-	for i := 0; i < len(rest); i += 4 {
-		id, rec := toStr(rest[i]), toStr(rest[i+3])
+	for b := 3 + 4*n; b < len(arr); b += 4 {
+		id, rec := r.str(b), r.str(b+3)
+		if err := r.err(); err != nil {
+			return ClaimResult{}, err
+		}
 		nl := strings.IndexByte(rec, '\n')
 		if nl < 0 {
 			return ClaimResult{}, fmt.Errorf("claim on queue %s: job %s: corrupt record", q.Name, id)
@@ -207,13 +218,13 @@ func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
 			return ClaimResult{}, fmt.Errorf("claim on queue %s: job %s: %w", q.Name, id, err)
 		}
 		tp, ts := readTrace(rec[:nl])
-		flag := toStr(rest[i+2])
+		flag := r.str(b + 2)
 		out.Jobs = append(out.Jobs, ClaimedJob{
 			ID:          id,
 			Attempt:     m.A + 1,
 			DeferCount:  m.D,
 			CreatedAt:   fromMS(int64(m.C)),
-			Token:       toStr(rest[i+1]),
+			Token:       r.str(b + 1),
 			Probe:       flag == "1",
 			LaneProbe:   flag == "k",
 			FlowKey:     readFlowKey(rec[:nl]),
@@ -221,6 +232,9 @@ func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
 			TraceParent: tp,
 			TraceState:  ts,
 		})
+	}
+	if err := r.err(); err != nil {
+		return ClaimResult{}, err
 	}
 	return out, nil
 }
@@ -453,10 +467,10 @@ func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []O
 	if err != nil {
 		return nil, ClaimResult{}, err
 	}
-	arr, _ := res.([]any)
-	if len(arr) < 3*len(outcomes) {
-		return nil, ClaimResult{}, fmt.Errorf("settle on queue %s: unexpected reply of %d values", q.Name, len(arr))
+	if err := newReply(lua.Settle, q.Name, res, 3*len(outcomes)).err(); err != nil {
+		return nil, ClaimResult{}, err
 	}
+	arr := res.([]any)
 	out := make([]Settled, len(outcomes))
 	for i := range outcomes {
 		w, err := settleWord(arr[3*i], settleWords)
@@ -491,14 +505,14 @@ func (s *Store) Callback(ctx context.Context, q config.Queue, cb Callback) (Sett
 	scope := cb.Scope // ScopeDefault ("") is resolved by the script (keys.md §3)
 	args := append(s.params(q, 7), cb.JobID, string(cb.Kind), attempt, retryable,
 		ms(cb.RetryAfter), string(scope), cb.Reason)
-	res, err := s.runKeys(ctx, lua.Callback, q, append(s.Keys(q.Name), s.statsKey(q.Name)), args)
+	res, err := s.runKeys(ctx, lua.Callback, q, s.Keys(q.Name).List(s.statsKey(q.Name)), args)
 	if err != nil {
 		return Settled{}, err
 	}
-	arr, _ := res.([]any)
-	if len(arr) != 3 {
-		return Settled{}, fmt.Errorf("callback on queue %s: unexpected reply", q.Name)
+	if err := newReply(lua.Callback, q.Name, res, 3).err(); err != nil {
+		return Settled{}, err
 	}
+	arr := res.([]any)
 	w, err := settleWord(arr[0], callbackWords)
 	if err != nil {
 		return Settled{}, fmt.Errorf("callback on queue %s: %w", q.Name, err)
@@ -522,25 +536,22 @@ func (s *Store) QueueStatus(ctx context.Context, q config.Queue) (QueueStatus, e
 	if err != nil {
 		return QueueStatus{}, err
 	}
-	a, _ := res.([]any)
-	if len(a) != 13 {
-		return QueueStatus{}, fmt.Errorf("inspect on queue %s: unexpected reply", q.Name)
-	}
-	now := toInt(a[0])
-	waiting, pending, inflight, awaiting := toInt(a[7]), toInt(a[8]), toInt(a[9]), toInt(a[10])
+	a := newReply(lua.Inspect, q.Name, res, 13)
+	now := a.int(0)
+	waiting, pending, inflight, awaiting := a.int(7), a.int(8), a.int(9), a.int(10)
 	st := QueueStatus{Name: q.Name, Counts: Counts{
 		Pending:     pending,
 		Processing:  waiting - pending + inflight - awaiting,
 		AwaitingAck: awaiting,
-		Dead:        toInt(a[11]),
-		HeldKeys:    toInt(a[12]),
+		Dead:        a.int(11),
+		HeldKeys:    a.int(12),
 	}}
 	st.Hold.State = HoldOpen
-	if reason := toStr(a[6]); reason != "" && toStr(a[3]) == "1" {
+	if reason := a.str(6); reason != "" && a.str(3) == "1" {
 		st.Hold.Reason = &reason
 	}
-	if toStr(a[3]) == "1" {
-		until := toInt(a[4])
+	if a.str(3) == "1" {
+		until := a.int(4)
 		if now < until {
 			st.Hold.State = HoldHeld
 		} else {
@@ -548,17 +559,20 @@ func (s *Store) QueueStatus(ctx context.Context, q config.Queue) (QueueStatus, e
 		}
 		t := fromMS(until)
 		st.Hold.Until = &t
-		if p := toStr(a[5]); p != "" {
+		if p := a.str(5); p != "" {
 			st.Hold.ProbeJobID = &p
 		}
 	}
-	if toStr(a[1]) == "1" {
+	if a.str(1) == "1" {
 		st.Hold.State = HoldPaused
-		if r := toStr(a[2]); r != "" {
+		if r := a.str(2); r != "" {
 			st.Hold.Reason = &r
 		} else {
 			st.Hold.Reason = nil
 		}
+	}
+	if err := a.err(); err != nil {
+		return QueueStatus{}, err
 	}
 	return st, nil
 }
@@ -585,8 +599,8 @@ func (s *Store) Replay(ctx context.Context, q config.Queue, ids []string) (int, 
 	if err != nil {
 		return 0, err
 	}
-	a, _ := res.([]any)
-	return int(toInt(a[0])), nil
+	a := newReply(lua.Replay, q.Name, res, 2)
+	return int(a.int(0)), a.err()
 }
 
 // ReplayAll moves every dead job of a queue back to waiting, in bounded batches.
@@ -597,8 +611,11 @@ func (s *Store) ReplayAll(ctx context.Context, q config.Queue) (int, error) {
 		if err != nil {
 			return total, err
 		}
-		a, _ := res.([]any)
-		n, left := int(toInt(a[0])), toInt(a[1])
+		a := newReply(lua.Replay, q.Name, res, 2)
+		n, left := int(a.int(0)), a.int(1)
+		if err := a.err(); err != nil {
+			return total, err
+		}
 		total += n
 		if n == 0 || left == 0 {
 			return total, nil
@@ -664,9 +681,9 @@ func apiStatus(st string) Status {
 func (s *Store) GetJob(ctx context.Context, q config.Queue, id string) (*Job, error) {
 	keys := s.Keys(q.Name)
 	pipe := s.rdb.Pipeline()
-	recCmd := pipe.HGet(ctx, keys[2], id)
-	histCmd := pipe.HGet(ctx, keys[3], id)
-	leaseCmd := pipe.HExists(ctx, keys[10], id)
+	recCmd := pipe.HGet(ctx, keys.Jobs, id)
+	histCmd := pipe.HGet(ctx, keys.Hist, id)
+	leaseCmd := pipe.HExists(ctx, keys.Leases, id)
 	_, _ = pipe.Exec(ctx)
 	rec, err := recCmd.Bytes()
 	if err != nil {

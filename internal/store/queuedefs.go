@@ -123,26 +123,23 @@ func (s *Store) PutQueueDef(ctx context.Context, name string, wantRev int64, spe
 	}
 	q := defQueue(name)
 	args := append(s.params(q, 5), want, string(spec), opt(lim.Concurrency), opt(lim.RateLimitMax), win)
-	res, err := s.runKeys(ctx, lua.QueueDef, q, append(s.Keys(name), s.metaKey(name)), args)
+	res, err := s.runKeys(ctx, lua.QueueDef, q, s.Keys(name).List(s.metaKey(name)), args)
 	if err != nil {
 		return false, 0, err
 	}
-	a, _ := res.([]any)
-	if len(a) < 1 {
-		return false, 0, fmt.Errorf("queuedef on queue %s: unexpected reply %v", name, res)
-	}
-	switch toStr(a[0]) {
+	a := newReply(lua.QueueDef, name, res, 1)
+	switch word := a.str(0); word {
 	case "DELETING":
 		return false, 0, ErrDefDeleting
 	case "CONFLICT":
 		return false, 0, ErrDefConflict
 	case "CREATED", "REPLACED":
-		if len(a) < 2 {
-			return false, 0, fmt.Errorf("queuedef on queue %s: unexpected reply %v", name, res)
-		}
-		created, rev = toStr(a[0]) == "CREATED", toInt(a[1])
+		created, rev = word == "CREATED", a.int(1)
 	default:
-		return false, 0, fmt.Errorf("queuedef on queue %s: unexpected reply %v", name, res)
+		a.unknown(0)
+	}
+	if err := a.err(); err != nil {
+		return false, 0, err
 	}
 	if err := s.listQueue(ctx, name, rev, true); err != nil {
 		return created, rev, err
@@ -197,13 +194,21 @@ func (s *Store) GetQueueDefs(ctx context.Context, names []string) ([]*QueueDef, 
 		if len(v) != 5 || v[0] == nil {
 			continue
 		}
+		spec, err1 := cmdStr(v[0])
+		rev, err2 := cmdInt(v[1])
+		created, err3 := cmdInt(v[2])
+		updated, err4 := cmdInt(v[3])
+		deleting, err5 := cmdStr(v[4])
+		if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+			return nil, fmt.Errorf("queue definition of %s: %w", names[i], err)
+		}
 		out[i] = &QueueDef{
 			Name:     names[i],
-			Spec:     []byte(toStr(v[0])),
-			Rev:      toInt(v[1]),
-			Created:  fromMS(toInt(v[2])),
-			Updated:  fromMS(toInt(v[3])),
-			Deleting: toStr(v[4]) == "1",
+			Spec:     []byte(spec),
+			Rev:      rev,
+			Created:  fromMS(created),
+			Updated:  fromMS(updated),
+			Deleting: deleting == "1",
 		}
 	}
 	return out, nil
@@ -248,12 +253,12 @@ func (s *Store) QueueRegistry(ctx context.Context) (int64, map[string]int64, err
 // finished by the same call again.
 func (s *Store) DropQueue(ctx context.Context, name string, purge bool) (removed, kept int64, err error) {
 	q := defQueue(name)
-	keys := append(s.Keys(name), s.metaKey(name), s.statsKey(name))
+	keys := s.Keys(name).List(s.metaKey(name), s.statsKey(name))
 	p := "0"
 	if purge {
 		p = "1"
 	}
-	call := func(first bool) ([]any, error) {
+	call := func(first bool) (*reply, error) {
 		f := "0"
 		if first {
 			f = "1"
@@ -264,18 +269,15 @@ func (s *Store) DropQueue(ctx context.Context, name string, purge bool) (removed
 		if err != nil {
 			return nil, err
 		}
-		a, _ := res.([]any)
-		if len(a) < 2 {
-			return nil, fmt.Errorf("queuedrop on queue %s: unexpected reply %v", name, res)
-		}
-		return a, nil
+		a := newReply(lua.QueueDrop, name, res, 2)
+		return a, a.err()
 	}
 	a, err := call(true)
 	if err != nil {
 		return 0, 0, err
 	}
-	if toStr(a[0]) == "BUSY" {
-		return 0, 0, &BusyError{Jobs: toInt(a[1])}
+	if a.str(0) == "BUSY" {
+		return 0, 0, &BusyError{Jobs: a.int(1)}
 	}
 	if err := s.listQueue(ctx, name, 0, false); err != nil {
 		return 0, 0, err
@@ -284,18 +286,19 @@ func (s *Store) DropQueue(ctx context.Context, name string, purge bool) (removed
 	// that keeps growing under a purge (stale daemons publishing) cannot
 	// hold the loop past maxDropRounds.
 	for range maxDropRounds {
-		removed += toInt(a[1])
-		switch toStr(a[0]) {
+		removed += a.int(1)
+		switch a.str(0) {
 		case "DONE":
 			return removed, 0, nil
 		case "KEPT":
-			if len(a) > 2 {
-				kept = toInt(a[2])
+			if a.len() > 2 {
+				kept = a.int(2)
 			}
-			return removed, kept, nil
+			return removed, kept, a.err()
 		case "MORE":
 		default:
-			return removed, 0, fmt.Errorf("queuedrop on queue %s: unexpected reply %v", name, a)
+			a.unknown(0)
+			return removed, 0, a.err()
 		}
 		if a, err = call(false); err != nil {
 			return removed, 0, err

@@ -114,7 +114,7 @@ func decodeRun(raw string) (scheduleRun, error) {
 // four (the script takes them from the end).
 func (s *Store) scheduleKeys(queue string) []string {
 	base := s.opts.Prefix + ":{" + queue + "}:"
-	return append(s.Keys(queue), base+"schedules", base+"sched_run", base+"sched_due", base+"sched_fire")
+	return s.Keys(queue).List(base+"schedules", base+"sched_run", base+"sched_due", base+"sched_fire")
 }
 
 // indexKeys are schedindex.lua's keys, on a slot of their own.
@@ -134,13 +134,13 @@ func (s *Store) NewScheduleID() string {
 	return "sch_" + id[len(idPrefix):len(idPrefix)+ulidChars]
 }
 
-func (s *Store) schedule(ctx context.Context, q config.Queue, args ...any) ([]any, error) {
+func (s *Store) schedule(ctx context.Context, q config.Queue, args ...any) (*reply, error) {
 	res, err := s.runKeys(ctx, lua.Schedule, q, s.scheduleKeys(q.Name), append(s.params(q, len(args)), args...))
 	if err != nil {
 		return nil, err
 	}
-	a, _ := res.([]any)
-	return a, nil
+	a := newReply(lua.Schedule, q.Name, res, 0)
+	return a, a.err()
 }
 
 func (s *Store) index(ctx context.Context, args ...any) (any, error) {
@@ -186,18 +186,21 @@ func (s *Store) PutSchedule(ctx context.Context, q config.Queue, sc Schedule, ne
 	if err != nil {
 		return false, nil, err
 	}
-	switch toStr(a[0]) {
+	switch a.str(0) {
 	case "FILE":
 		return false, nil, ErrFileSchedule
 	case "TAKEN":
 		return false, nil, ErrScheduleTaken
 	}
+	if err := a.err(); err != nil {
+		return false, nil, err
+	}
 	s.wakeSchedulers(ctx)
-	out, err := decodeSchedule(string(rec), toStr(a[1]))
+	out, err := decodeSchedule(string(rec), a.str(1))
 	if err != nil {
 		return false, nil, err
 	}
-	return toStr(a[0]) == "CREATED", out, nil
+	return a.str(0) == "CREATED", out, nil
 }
 
 // claimScheduleID records id as q's in the fleet-wide id map. An id that
@@ -208,7 +211,10 @@ func (s *Store) claimScheduleID(ctx context.Context, id, queue string) error {
 	if err != nil {
 		return err
 	}
-	other := toStr(res)
+	other, ok := res.(string)
+	if !ok {
+		return fmt.Errorf("%w: script %s: want a string, got %T", ErrUnexpectedReply, lua.SchedIndex, res)
+	}
 	if other == "OK" {
 		return nil
 	}
@@ -221,7 +227,9 @@ func (s *Store) claimScheduleID(ctx context.Context, id, queue string) error {
 	if err != nil {
 		return err
 	}
-	if o := toStr(res); o != "OK" {
+	if o, ok := res.(string); !ok {
+		return fmt.Errorf("%w: script %s: want a string, got %T", ErrUnexpectedReply, lua.SchedIndex, res)
+	} else if o != "OK" {
 		return &ScheduleIDElsewhereError{Queue: o}
 	}
 	return nil
@@ -250,10 +258,14 @@ func (s *Store) getSchedule(ctx context.Context, q config.Queue, id string) (*Sc
 	if err != nil {
 		return nil, err
 	}
-	if len(a) < 2 {
+	if a.len() < 2 {
 		return nil, ErrScheduleNotFound
 	}
-	return decodeSchedule(toStr(a[0]), toStr(a[1]))
+	def, ver := a.str(0), a.str(1)
+	if err := a.err(); err != nil {
+		return nil, err
+	}
+	return decodeSchedule(def, ver)
 }
 
 // ListSchedules returns every schedule of queue q, in no particular order.
@@ -262,9 +274,13 @@ func (s *Store) ListSchedules(ctx context.Context, q config.Queue) ([]*Schedule,
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Schedule, 0, len(a)/3)
-	for i := 0; i+2 < len(a); i += 3 {
-		sc, err := decodeSchedule(toStr(a[i+1]), toStr(a[i+2]))
+	out := make([]*Schedule, 0, a.len()/3)
+	for i := 0; i+2 < a.len(); i += 3 {
+		def, ver := a.str(i+1), a.str(i+2)
+		if err := a.err(); err != nil {
+			return nil, err
+		}
+		sc, err := decodeSchedule(def, ver)
 		if err != nil {
 			return nil, err
 		}
@@ -298,7 +314,10 @@ func (s *Store) DeleteSchedule(ctx context.Context, q config.Queue, id, source s
 	if err != nil {
 		return err
 	}
-	switch toStr(a[0]) {
+	if a.want(a.len() >= 1, "want a word"); a.err() != nil {
+		return a.err()
+	}
+	switch a.str(0) {
 	case "FILE":
 		return ErrFileSchedule
 	case "NONE":
@@ -353,7 +372,9 @@ func (s *Store) pauseResume(ctx context.Context, q config.Queue, id, op string, 
 	if err != nil {
 		return nil, err
 	}
-	if toStr(a[0]) != "OK" {
+	if w := a.str(0); a.err() != nil {
+		return nil, a.err()
+	} else if w != "OK" {
 		return nil, ErrScheduleNotFound
 	}
 	return s.getSchedule(ctx, q, id)
@@ -408,20 +429,20 @@ func (s *Store) TakeScheduleQueues(ctx context.Context, lease time.Duration, max
 	if err != nil {
 		return 0, nil, err
 	}
-	a, _ := res.([]any)
-	if len(a) == 0 {
-		return 0, nil, errors.New("schedindex take: empty reply")
+	a := newReply(lua.SchedIndex, "~sched", res, 1)
+	if err := a.err(); err != nil {
+		return 0, nil, err
 	}
-	w := toInt(a[0])
+	w := a.int(0)
 	wake := time.Duration(w) * time.Millisecond
 	if w < 0 {
 		wake = -1
 	}
-	out := make([]IndexedQueue, 0, (len(a)-1)/2)
-	for i := 1; i+1 < len(a); i += 2 {
-		out = append(out, IndexedQueue{Queue: toStr(a[i]), Version: toStr(a[i+1])})
+	out := make([]IndexedQueue, 0, (a.len()-1)/2)
+	for i := 1; i+1 < a.len(); i += 2 {
+		out = append(out, IndexedQueue{Queue: a.str(i), Version: a.str(i + 1)})
 	}
-	return wake, out, nil
+	return wake, out, a.err()
 }
 
 // IndexSettle is one queue's entry of SettleScheduleIndexes: its earliest
@@ -486,7 +507,7 @@ func (s *Store) TickSchedules(ctx context.Context, q config.Queue, max int) (Tic
 	if err != nil {
 		return Ticked{}, err
 	}
-	return parseTicked(q, a)
+	return parseTicked(a)
 }
 
 // TickQueues is TickSchedules for several queues in one round trip (a
@@ -522,8 +543,7 @@ func (s *Store) TickQueues(ctx context.Context, qs []config.Queue, max int) (out
 			errs[i] = wrap(fmt.Errorf("script %s on queue %s: %w", lua.Schedule, q.Name, err))
 			continue
 		}
-		a, _ := res.([]any)
-		out[i], errs[i] = parseTicked(q, a)
+		out[i], errs[i] = parseTicked(newReply(lua.Schedule, q.Name, res, 0))
 	}
 	return out, errs
 }
@@ -538,26 +558,26 @@ func (s *Store) tickArgs(q config.Queue, max int) []any {
 	return args
 }
 
-func parseTicked(q config.Queue, a []any) (Ticked, error) {
-	if len(a) < 4 {
-		return Ticked{}, fmt.Errorf("schedule tick on queue %s: short reply", q.Name)
+func parseTicked(a *reply) (Ticked, error) {
+	if a.want(a.len() >= 4, "want at least 4 values"); a.err() != nil {
+		return Ticked{}, a.err()
 	}
-	t := Ticked{Now: fromMS(toInt(a[0])), Earliest: toStr(a[1]), Taken: int(toInt(a[2]))}
-	nf := int(toInt(a[3]))
+	t := Ticked{Now: fromMS(a.int(0)), Earliest: a.str(1), Taken: int(a.int(2))}
+	nf := int(a.int(3))
 	i := 4
 	t.Fired = make([]Fired, 0, nf)
-	for k := 0; k < nf && i+3 < len(a); k, i = k+1, i+4 {
-		t.Fired = append(t.Fired, Fired{Word: toStr(a[i]), ID: toStr(a[i+1]), JobID: toStr(a[i+2]), Tick: fromMS(toInt(a[i+3]))})
+	for k := 0; k < nf && i+3 < a.len(); k, i = k+1, i+4 {
+		t.Fired = append(t.Fired, Fired{Word: a.str(i), ID: a.str(i+1), JobID: a.str(i+2), Tick: fromMS(a.int(i+3))})
 	}
-	for ; i+2 < len(a); i += 3 {
+	for ; i+2 < a.len(); i += 3 {
 		var d scheduleDef
-		if err := json.Unmarshal([]byte(toStr(a[i+2])), &d); err != nil {
-			return t, fmt.Errorf("schedule %s: decode definition: %w", toStr(a[i]), err)
+		if err := json.Unmarshal([]byte(a.str(i+2)), &d); err != nil {
+			return t, fmt.Errorf("schedule %s: decode definition: %w", a.str(i), err)
 		}
-		t.Cron = append(t.Cron, DueSchedule{ID: toStr(a[i]), Next: fromMS(toInt(a[i+1])),
+		t.Cron = append(t.Cron, DueSchedule{ID: a.str(i), Next: fromMS(a.int(i+1)),
 			Spec: Schedule{Cron: d.Cron, Timezone: d.Timezone}.Spec()})
 	}
-	return t, nil
+	return t, a.err()
 }
 
 // Fire is one tick to fire: the schedule's next tick as read (Expected),
@@ -595,16 +615,17 @@ func (s *Store) FireSchedules(ctx context.Context, q config.Queue, fires []Fire)
 	if err != nil {
 		return time.Time{}, nil, "", err
 	}
-	now := fromMS(toInt(a[0]))
+	now := fromMS(a.int(0))
 	out := make([]Fired, 0, len(fires))
 	for i, f := range fires {
 		b := 2 + 3*i
-		if b+2 >= len(a) {
+		if b+2 >= a.len() {
 			break
 		}
-		out = append(out, Fired{ID: f.ID, Word: toStr(a[b]), JobID: toStr(a[b+1]), Tick: fromMS(toInt(a[b+2]))})
+		out = append(out, Fired{ID: f.ID, Word: a.str(b), JobID: a.str(b+1), Tick: fromMS(a.int(b+2))})
 	}
-	return now, out, toStr(a[1]), nil
+	earliest := a.str(1)
+	return now, out, earliest, a.err()
 }
 
 // ScheduleTickKey is the idempotency key of a schedule's job for tick.

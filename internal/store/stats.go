@@ -103,18 +103,20 @@ func (s *Store) Stats(ctx context.Context, q config.Queue, since, until time.Tim
 		}
 		return strconv.FormatInt(t.UnixMilli(), 10)
 	}
-	keys := append(s.Keys(q.Name), s.statsKey(q.Name))
+	keys := s.Keys(q.Name).List(s.statsKey(q.Name))
 	res, err := s.runKeys(ctx, lua.Stats, q, keys, append(s.params(q, 2), arg(since), arg(until)))
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats of queue %s: %w", q.Name, err)
 	}
-	arr, _ := res.([]any)
+	a := newReply(lua.Stats, q.Name, res, 5)
 	const per = 12 // minute + 11 counters (lib.lua STATS_COUNTERS)
-	if len(arr) < 5 || len(arr) != 5+int(toInt(arr[4]))*per {
-		return Stats{}, fmt.Errorf("stats of queue %s: unexpected reply", q.Name)
+	a.want(a.len() == 5+int(a.int(4))*per, "want 12 values per minute")
+	if err := a.err(); err != nil {
+		return Stats{}, err
 	}
-	out := Stats{Now: fromMS(toInt(arr[0]))}
-	sinceMS, untilMS := toInt(arr[1]), toInt(arr[2])
+	nowMS := a.int(0)
+	out := Stats{Now: fromMS(nowMS)}
+	sinceMS, untilMS := a.int(1), a.int(2)
 	first, last := sinceMS/60000, untilMS/60000
 	if last < first {
 		last = first - 1
@@ -124,18 +126,18 @@ func (s *Store) Stats(ctx context.Context, q config.Queue, since, until time.Tim
 	for m := first; m <= last; m++ {
 		out.Buckets = append(out.Buckets, StatsBucket{Start: fromMS(m * 60000)})
 	}
-	for i := 5; i+per <= len(arr); i += per {
-		m := toInt(arr[i])
+	for i := 5; i+per <= a.len(); i += per {
+		m := a.int(i)
 		if m < first || m > last {
 			continue
 		}
-		v := func(k int) int64 { return toInt(arr[i+k]) }
+		v := func(k int) int64 { return a.optInt(i + k) }
 		b := &out.Buckets[m-first]
 		b.StatsCounters = StatsCounters{Success: v(1), Failed: v(2), Lost: v(3), Deferred: v(4), HTTP429: v(5),
 			Started: v(6), Probes: v(7), Holds: v(8), Dead: v(9), LaneHolds: v(10), LaneProbes: v(11)}
 		out.Totals.add(b.StatsCounters)
 	}
-	if w := toStr(arr[3]); w != "" {
+	if w := a.optStr(3); w != "" {
 		for _, part := range strings.Split(w, ",") {
 			a, b, ok := strings.Cut(part, "-")
 			from, err1 := strconv.ParseInt(a, 10, 64)
@@ -144,8 +146,11 @@ func (s *Store) Stats(ctx context.Context, q config.Queue, since, until time.Tim
 				continue
 			}
 			out.Holds = append(out.Holds, HoldWindow{From: fromMS(from), Until: fromMS(to)})
-			out.addHeld(from, min(to, toInt(arr[0])))
+			out.addHeld(from, min(to, nowMS))
 		}
+	}
+	if err := a.err(); err != nil {
+		return Stats{}, err
 	}
 	return out, nil
 }

@@ -124,19 +124,6 @@ func (s *Store) Ping(ctx context.Context) error {
 // Client exposes the Redis client to the wake-up notifier (pub/sub only).
 func (s *Store) Client() redis.UniversalClient { return s.rdb }
 
-// Keys returns the keys of one queue in the order lib.lua declares them. All
-// carry the hash tag {queue}, so they live in one cluster slot.
-func (s *Store) Keys(queue string) []string {
-	base := s.opts.Prefix + ":{" + queue + "}:"
-	return []string{
-		base + "waiting", base + "inflight", base + "jobs", base + "hist", base + "state",
-		base + "lifetimes", base + "dead", base + "purge", base + "idem", base + "starts",
-		base + "leases",
-		// Flow keys' lanes (lib.lua K_LWAIT .. K_LSTARTS, lanes.lua).
-		base + "lwait", base + "lanes", base + "lready", base + "ltimed", base + "lheld", base + "lstarts",
-	}
-}
-
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
 // callKey is the call log of one claim or settle call (lib.lua K_CALL),
@@ -163,13 +150,13 @@ func (s *Store) params(q config.Queue, extra int) []any {
 }
 
 func (s *Store) run(ctx context.Context, name string, q config.Queue, args []any) (any, error) {
-	return s.runKeys(ctx, name, q, s.Keys(q.Name), args)
+	return s.runKeys(ctx, name, q, s.Keys(q.Name).List(), args)
 }
 
 // runCall runs a claim or settle script with the call log of call as
 // KEYS[12] and the queue's statistics as KEYS[13].
 func (s *Store) runCall(ctx context.Context, name string, q config.Queue, call string, args []any) (any, error) {
-	return s.runKeys(ctx, name, q, append(s.Keys(q.Name), s.callKey(q.Name, call), s.statsKey(q.Name)), args)
+	return s.runKeys(ctx, name, q, s.Keys(q.Name).List(s.callKey(q.Name, call), s.statsKey(q.Name)), args)
 }
 
 func (s *Store) runKeys(ctx context.Context, name string, q config.Queue, keys []string, args []any) (any, error) {
@@ -237,17 +224,8 @@ func (s *Store) token() string {
 	return s.node + "." + strconv.FormatUint(s.seq.Add(1), 36)
 }
 
-func toInt(v any) int64 {
-	switch x := v.(type) {
-	case int64:
-		return x
-	case string:
-		n, _ := strconv.ParseInt(x, 10, 64)
-		return n
-	}
-	return 0
-}
-
+// toStr reads a reply value as a string: a Lua number answers as an
+// integer. Anything else is "", which the word checks (words.go) refuse.
 func toStr(v any) string {
 	switch x := v.(type) {
 	case string:

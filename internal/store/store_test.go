@@ -379,7 +379,7 @@ func TestInFlightKeysKeepTheirFastEncoding(t *testing.T) {
 	s := newStore(t, rdb)
 	ctx := context.Background()
 	q := queue("encodings")
-	keys := s.Keys(q.Name)
+	keys := s.Keys(q.Name).List()
 	inflight, leases := keys[1], keys[10]
 	require.Contains(t, inflight, "inflight")
 	require.Contains(t, leases, "leases")

@@ -35,7 +35,7 @@ func TestTraceContextTravelsWithTheJob(t *testing.T) {
 		require.NoError(t, err)
 		ids := []string{res[0].ID, res[1].ID, res[2].ID}
 		rec := func(id string) string {
-			v, err := b.rdb.HGet(ctx, s.Keys(q.Name)[2], id).Result()
+			v, err := b.rdb.HGet(ctx, s.Keys(q.Name).List()[2], id).Result()
 			require.NoError(t, err)
 			return v
 		}
@@ -126,7 +126,7 @@ func TestTraceContextWithDelayAndBadValues(t *testing.T) {
 			{Payload: json.RawMessage(`{}`), TraceParent: `00-x"}` + "\n" + `{-y-01`},
 		})
 		require.NoError(t, err)
-		recs, err := b.rdb.HMGet(ctx, s.Keys(q.Name)[2], res[0].ID, res[1].ID).Result()
+		recs, err := b.rdb.HMGet(ctx, s.Keys(q.Name).List()[2], res[0].ID, res[1].ID).Result()
 		require.NoError(t, err)
 		require.Contains(t, recs[0].(string), `,"tp":"`+tpA+`","k":"a\"key"}`)
 		require.NotContains(t, recs[1].(string), `"tp"`)
