@@ -38,7 +38,9 @@ local function lanes_load()
 if lanes_loaded then return end
 lanes_loaded = true
 
--- Virtual time one start costs a lane of weight w: LANE_STRIDE / w.
+-- Virtual time one start costs a lane of weight w: LANE_STRIDE / w, rounded
+-- down. Passes and the queue's virtual time are integers (formatted with
+-- %d, not %.17g); the rounding shifts a share by at most w in 10^6.
 local LANE_STRIDE = 1000000
 
 local lane_cache = {}  -- fk -> lane, read once per call
@@ -84,7 +86,7 @@ local function lane_decode(fk, v)
 end
 
 local function lane_encode(L)
-  return fmt('%d|%d|%d|%s|%d|%s|%.17g|%s|%s|%s|%s|%s|%s', L.nw, L.nf, L.na, L.held and '1' or '0',
+  return fmt('%d|%d|%d|%s|%d|%s|%d|%s|%s|%s|%s|%s|%s', L.nw, L.nf, L.na, L.held and '1' or '0',
     L.until_ms, L.probe, L.pass, L.at, L.atv, L.w, L.conc, L.rmax, L.reason)
 end
 
@@ -246,7 +248,7 @@ local function lane_place(L, now)
     -- A lane joining the round starts at the queue's virtual time: no
     -- credit for the time it could not start.
     if L.at ~= 'r' and L.pass < lane_vnow() then L.pass = lane_vnow() end
-    return lane_set_at(L, 'r', fmt('%.17g', L.pass))
+    return lane_set_at(L, 'r', fmt('%d', L.pass))
   end
   if due then return lane_set_at(L, 't', fmt('%d', due)) end
   lane_set_at(L, '', '')
@@ -333,7 +335,7 @@ function LANE.flush(now, place_only)
     lane_kw = 0
   end
   if lane_vt_dirty then
-    redis.call('HSET', K_STATE, 'lvt', fmt('%.17g', lane_vt), 'dpass', fmt('%.17g', lane_dpass))
+    redis.call('HSET', K_STATE, 'lvt', fmt('%d', lane_vt), 'dpass', fmt('%d', lane_dpass))
     lane_vt_dirty = false
   end
 end
@@ -367,14 +369,44 @@ function LANE.wait(id, m, due)
   lane_mark(L)
 end
 
--- Keyed jobs published by publish.lua: n of them added to lane fk's
--- K_LWAIT members by the caller.
-function LANE.published(fk, n)
-  local L = lane_get(fk)
-  L.buf = nil
-  L.nw = L.nw + n
-  lane_kw = lane_kw + n
-  lane_mark(L)
+-- Keyed jobs published (publish.lua, schedule.lua): lwait holds the
+-- score and member pairs the caller added to K_LWAIT. Their lanes are read
+-- with one HMGET. A ready lane stays where it is; an empty lane that can
+-- start at once (no hold, no cap, no rate limit, a job due now) joins the
+-- ready set at the queue's virtual time without its members being read;
+-- any other lane is placed.
+function LANE.published_members(lwait, now)
+  local order, count, first = {}, {}, {}
+  for i = 2, #lwait, 2 do
+    local m = lwait[i]
+    local z = string.find(m, '\0', 1, true)
+    local fk = string.sub(m, 1, z - 1)
+    local due = tonumber(string.sub(m, z + 2, z + 14))
+    if not count[fk] then
+      count[fk], first[fk] = 0, due
+      order[#order + 1] = fk
+    elseif due < first[fk] then
+      first[fk] = due
+    end
+    count[fk] = count[fk] + 1
+  end
+  lane_prefetch(order)
+  for _, fk in ipairs(order) do
+    local L = lane_get(fk)
+    local was_empty = L.nw == 0 and L.nf + L.na == 0
+    L.buf = nil
+    L.nw = L.nw + count[fk]
+    lane_kw = lane_kw + count[fk]
+    if L.at == 'r' then
+      lane_touch(L)
+    elseif was_empty and L.at == '' and not L.held and first[fk] <= now and lane_rmax(L) <= 0 then
+      lane_mark(L)
+      if L.pass < lane_vnow() then L.pass = lane_vnow() end
+      L.at, L.atv, L.zpend, L.placed = 'r', fmt('%d', L.pass), true, true
+    else
+      lane_mark(L)
+    end
+  end
 end
 
 -- Takes a waiting keyed job out of its lane (cancel, an ended lifetime).
@@ -570,7 +602,7 @@ function LANE.take(now, max, probing)
         lane_kw = lane_kw - 1
         if lpass > lane_vt then lane_vt = lpass end
         lane_vt_dirty = true
-        L.pass = lpass + LANE_STRIDE / lane_weight(L)
+        L.pass = lpass + math.floor(LANE_STRIDE / lane_weight(L))
         if L.held then
           -- The lane's hold has ended: this job is its one probe.
           hold_take_probe(L, id)
@@ -585,7 +617,7 @@ function LANE.take(now, max, probing)
           -- Still ready, at its new pass: written by LANE.flush. Should
           -- none of its jobs be due after all, its next visit places it.
           L.placed = true
-          L.atv = fmt('%.17g', L.pass)
+          L.atv = fmt('%d', L.pass)
           L.zpend = true
         else
           lane_place(L, now)

@@ -217,7 +217,7 @@ if #hset > 0 then
 end
 if #lwait > 0 then
   redis.call('ZADD', K_LWAIT, unpack(lwait))
-  for _, fk in ipairs(lane_order) do LANE.published(fk, lane_n[fk]) end
+  LANE.published_members(lwait, now)
   LANE.flush(now)
 end
 if #idem > 0 then redis.call('HSET', K_IDEM, unpack(idem)) end

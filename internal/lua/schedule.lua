@@ -277,7 +277,7 @@ local function publish_ticks(now, T)
     if #waiting > 0 then redis.call('ZADD', K_WAITING, unpack(waiting)) end
     if #lwait > 0 then
       redis.call('ZADD', K_LWAIT, unpack(lwait))
-      for _, fk in ipairs(lane_order) do LANE.published(fk, lane_n[fk]) end
+      LANE.published_members(lwait, now)
       LANE.flush(now)
     end
     redis.call('ZADD', K_LIFETIMES, unpack(lifetimes))
