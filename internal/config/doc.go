@@ -16,7 +16,14 @@
 //     own key spelling is therefore recovered from a second, structural YAML
 //     parse. Two queue names that differ only in letter case are rejected
 //     because viper cannot keep them apart.
-//   - Environment overrides are applied from a fixed table of known keys
+//   - The schema is one set of tagged structs ([Config] and the types it
+//     holds; tags.go lists the tags). Decoding, "did you mean", the
+//     SIMPLEQ_ variables, secrets never echoed, `simpleqd check`'s output
+//     ([Config.Redacted]), the reload diff ([ChangedSettings]) and what a
+//     reload cannot apply ([RestartChanges], [KeepRunning]) all walk those
+//     tags, so a new setting is one tagged field and no list can fall
+//     behind it.
+//   - Environment overrides are looked up by the names the tags give,
 //     through an injected getenv function instead of viper.AutomaticEnv, so
 //     that Load has no hidden dependency on the process environment and tests
 //     can run in parallel.

@@ -5,6 +5,7 @@ import (
 	"path"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -47,20 +48,12 @@ func (k Key) Reaches(name string) bool {
 	return false
 }
 
-// keyFields are the keys of one auth.keys entry, in the order messages
-// list them: Key's cfg tags.
-var keyFields = func() []string {
-	var names []string
-	for _, f := range fieldsOf(reflect.ValueOf(Key{})) {
-		names = append(names, f.tag.name)
-	}
-	return names
-}()
-
-// decodeKeys decodes auth.keys, a list of mappings, which the node schema
-// cannot describe (its leaves are scalars and lists of strings). raw is
+// decodeKeys decodes auth.keys, a list of mappings, which the top-level
+// schema walk cannot describe (its leaves are scalars and lists of
+// strings): each entry is decoded as a section of Key's tags. raw is
 // viper's view: mapping keys lowercased. Every problem names the entry by
-// index (auth.keys[2].role) and never shows a key's value.
+// index (auth.keys[2].role) and never shows a key's value (key is tagged
+// secret).
 func (l *loader) decodeKeys(c *Config, raw any) {
 	if raw == nil {
 		return
@@ -78,53 +71,11 @@ func (l *loader) decodeKeys(c *Config, raw any) {
 			l.problemf(p, "must be a mapping of key or keyEnv, role and queues (got %s)", describe(item))
 			continue
 		}
+		// One entry is a section of Key's tagged fields; its keys are not
+		// collected (they sit inside a list), so they show lowercased.
 		var k Key
-		var given []string
-		for _, name := range sortedKeys(m) {
-			val := m[name]
-			i := slices.IndexFunc(keyFields, func(f string) bool { return strings.ToLower(f) == name })
-			if i < 0 {
-				if s := nearestName(name, keyFields); s != "" {
-					l.problemf(p+"."+name, "unknown key (did you mean %q?)", s)
-				} else {
-					l.problemf(p+"."+name, "unknown key")
-				}
-				continue
-			}
-			field := keyFields[i]
-			if val == nil {
-				continue
-			}
-			given = append(given, field)
-			switch field {
-			case "key":
-				// Never echoed: a numeric key is still a key.
-				if s, ok := val.(string); ok {
-					k.Key = s
-				} else {
-					l.problemf(p+".key", "must be a string; quote it")
-				}
-			case "keyEnv":
-				if s, ok := val.(string); ok {
-					k.KeyEnv = s
-				} else {
-					l.problemf(p+".keyEnv", "must be a string (got %s)", describe(val))
-				}
-			case "role":
-				if s, ok := val.(string); ok {
-					k.Role = s
-				} else {
-					l.problemf(p+".role", "must be a string (got %s)", describe(val))
-				}
-			case "queues":
-				globs, err := toStringList(val)
-				if err != nil {
-					l.problemf(p+".queues", "%v", err)
-				}
-				k.Queues = globs
-			}
-		}
-		l.resolveKey(p, &k, slices.Contains(given, "key"))
+		l.decodeSection(p, joinRaw(joinRaw("auth", "keys"), strconv.Itoa(i)), schemaOf(reflect.ValueOf(&k).Elem()), m)
+		l.resolveKey(p, &k, l.given[p+".key"])
 		l.checkReach(p, k)
 		c.Auth.Keys = append(c.Auth.Keys, k)
 	}
@@ -219,14 +170,4 @@ func (l *loader) checkDuplicateKeys(a Auth) {
 			}
 		}
 	}
-}
-
-// sortedKeys returns m's keys sorted, for messages in a stable order.
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
