@@ -71,12 +71,13 @@ func BenchmarkLanes(b *testing.B) {
 	// with 20 and more one: "lanes=20" tells the cost of a lane visit from
 	// the cost of many lanes.
 	// The 100,000-lane queue holds more jobs than the 10-lane one (two
-	// more per lane); "backlog=same" is 10 lanes holding as many jobs as
-	// the 100,000 lanes do, to tell the lanes' share from the backlog's.
+	// more per lane); "backlog=same" is 10 lanes (and no lanes) holding as
+	// many jobs as the 100,000 lanes do, to tell the lanes' share from the
+	// backlog's.
 	for _, v := range []struct {
 		lanes     int
 		sameAsBig bool
-	}{{0, false}, {1, false}, {10, false}, {20, false}, {100000, false}, {10, true}} {
+	}{{0, false}, {1, false}, {10, false}, {20, false}, {100000, false}, {10, true}, {0, true}} {
 		name := "claim+settle/lanes=" + strconv.Itoa(v.lanes)
 		if v.sameAsBig {
 			name += "/backlog=same-as-100000"
