@@ -82,16 +82,27 @@ func rounds(starts []time.Time) []int {
 }
 
 // backpressureRun measures the seed's promise: a rate-limit round costs one
-// delivery, however many jobs wait.
-func backpressureRun(ctx context.Context, bin, work string, n int, add func(name, value, target string)) error {
-	rs, err := startRedis(ctx, work, fmt.Sprintf("bp%d", n), false)
+// delivery, however many jobs wait. With keys > 0 the jobs are spread
+// round-robin over that many flow keys and the queue holds as a whole
+// (flowKeys.holdScope: queue, keys.md §3): the queue-level figure must hold
+// with flow keys in use.
+func backpressureRun(ctx context.Context, bin, work string, n, keys int, add func(name, value, target string)) error {
+	name := fmt.Sprintf("bp%d", n)
+	label := fmt.Sprintf("N=%d", n)
+	if keys > 0 {
+		name += fmt.Sprintf("k%d", keys)
+		label += fmt.Sprintf(", %d flow keys, holdScope queue", keys)
+		os.Setenv("SIMPLEQ_QUEUES_Q0_FLOWKEYS_HOLDSCOPE", "queue")
+		defer os.Unsetenv("SIMPLEQ_QUEUES_Q0_FLOWKEYS_HOLDSCOPE")
+	}
+	rs, err := startRedis(ctx, work, name, false)
 	if err != nil {
 		return err
 	}
 	defer rs.stop()
 	hook := newRateLimitedWebhook(5 * time.Second)
 	defer hook.srv.Close()
-	d, err := startDaemon(ctx, bin, work, fmt.Sprintf("bp%d", n), []string{rs.addr}, nil, hook.url, 50, 1)
+	d, err := startDaemon(ctx, bin, work, name, []string{rs.addr}, nil, hook.url, 50, 1)
 	if err != nil {
 		return err
 	}
@@ -100,7 +111,13 @@ func backpressureRun(ctx context.Context, bin, work string, n int, add func(name
 	if err := api.post(ctx, "/v1/queues/q0/pause", `{}`); err != nil {
 		return err
 	}
-	if err := api.publishBatches(ctx, "q0", n, 1000, 2, "x"); err != nil {
+	if keys > 0 {
+		api.flowKey = roundRobinKeys(keys)
+		err = api.publishKeyedBatches(ctx, "q0", n, 1000, 2, "x")
+	} else {
+		err = api.publishBatches(ctx, "q0", n, 1000, 2, "x")
+	}
+	if err != nil {
 		return err
 	}
 	if err := api.post(ctx, "/v1/queues/q0/resume", `{}`); err != nil {
@@ -130,18 +147,18 @@ func backpressureRun(ctx context.Context, bin, work string, n int, add func(name
 	if len(h.limited) > bound || biggestProbe > 1 {
 		verdict = "OVER"
 	}
-	add(fmt.Sprintf("backpressure N=%d: deliveries received / of them 429", n),
+	add(fmt.Sprintf("backpressure %s: deliveries received / of them 429", label),
 		fmt.Sprintf("%d / %d", h.deliveries, len(h.limited)), "")
-	add(fmt.Sprintf("backpressure N=%d: in flight at first 429 + probe rounds", n),
+	add(fmt.Sprintf("backpressure %s: in flight at first 429 + probe rounds", label),
 		fmt.Sprintf("%d + %d (%s)", wave, len(rr)-1, verdict), "429s ≤ in flight + rounds")
-	add(fmt.Sprintf("backpressure N=%d: deliveries per probe round (max)", n),
+	add(fmt.Sprintf("backpressure %s: deliveries per probe round (max)", label),
 		fmt.Sprintf("%d", biggestProbe), "1")
-	add(fmt.Sprintf("backpressure N=%d: first delivery after the release time", n),
+	add(fmt.Sprintf("backpressure %s: first delivery after the release time", label),
 		fmt.Sprintf("%.1f ms", float64(gap.Microseconds())/1000), "≤ 50 ms")
-	add(fmt.Sprintf("backpressure N=%d: drain after recovery", n),
+	add(fmt.Sprintf("backpressure %s: drain after recovery", label),
 		fmt.Sprintf("%.2f s", h.lastDone.Sub(h.recovered).Seconds()), "")
 	if verdict != "ok" {
-		fmt.Fprintf(os.Stderr, "  backpressure bound exceeded for N=%d: rounds %v\n", n, rr)
+		fmt.Fprintf(os.Stderr, "  backpressure bound exceeded for %s: rounds %v\n", label, rr)
 	}
 	return nil
 }
