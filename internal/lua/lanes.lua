@@ -20,12 +20,20 @@
 --   the hold's reason (free text, last, may hold "|").
 -- Placement is kept exact by every script that changes a lane: each change
 -- marks the lane, and LANE.flush re-places and writes every marked lane
--- once per call. A lane with no jobs, no override and no hold has no field
+-- once per call. A change that cannot move a lane (a job leaving a ready
+-- or timed lane, a job published to a ready lane) keeps it where it is,
+-- and a lane that LANE.take leaves ready goes back at its new pass without
+-- its members being read: should none be due after all, its next visit
+-- places it. A lane with no jobs, no override and no hold has no field
 -- and no member anywhere: it occupies nothing.
 --
--- Costs: taking a keyed job is a handful of commands on sorted sets of
--- lanes (O(log lanes)) and one ZRANGEBYLEX in K_LWAIT (O(log jobs)); an
--- empty, held or capped lane is in no set that a claim reads.
+-- Costs: a call reads the lanes it visits with one HMGET and writes them
+-- with one HSET; a claim reads K_LREADY a batch at a time and writes the
+-- new passes with one ZADD and the taken K_LWAIT members with one ZREM.
+-- Per job taken that leaves one ZRANGEBYLEX in K_LWAIT (O(log jobs)) to
+-- find the lane's next job, or none when the lane is visited again in the
+-- same call (its next members are read ahead). An empty, held or capped
+-- lane is in no set that a claim reads.
 
 -- Loaded on first use: the whole machine below is defined inside
 -- lanes_load, which the first access to a LANE member that is not yet
