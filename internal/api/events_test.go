@@ -41,8 +41,8 @@ func TestEventsOfAQueue(t *testing.T) {
 	release := t0.Add(1500 * time.Millisecond)
 	id := newID("emails")
 	l.Claimed("emails", store.ClaimedJob{ID: id, Attempt: 1})
-	l.Settled("emails", store.Outcome{ID: id, Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: 1500 * time.Millisecond},
-		store.Settled{Word: "DEFERRED", Detail: strconv.FormatInt(release.UnixMilli(), 10)}, 0)
+	l.Settled(store.Settlement{Queue: "emails", JobID: id, Outcome: store.Outcome{ID: id, Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: 1500 * time.Millisecond},
+		Result: store.Settled{Word: "DEFERRED", Detail: strconv.FormatInt(release.UnixMilli(), 10)}})
 	l.Record("tasks", events.Event{Kind: events.KindPause})
 
 	b := getEvents(t, h, "/v1/queues/emails/events")

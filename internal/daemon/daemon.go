@@ -575,30 +575,10 @@ func (b backend) Callback(ctx context.Context, q config.Queue, cb store.Callback
 	if err != nil {
 		return err
 	}
-	b.d.metrics.Callback(q.Name, cb, res)
-	b.d.events.Callback(q.Name, cb, res)
-	if res.Word != store.Acked {
-		b.d.bus.NotifyState(q.Name) // a freed slot, perhaps a reopened queue
-	}
-	b.d.log.Debug("callback applied", zap.String("queue", q.Name), zap.String("job", cb.JobID),
-		zap.String("kind", string(cb.Kind)), zap.String("result", string(res.Word)))
-	switch res.Word {
-	case store.Dead:
-		b.d.log.Info("job dead-lettered", zap.String("queue", q.Name), zap.String("job", cb.JobID), zap.String("reason", res.Detail))
-	case store.Deferred:
-		msg := "backpressure: queue held (defer callback)"
-		if cb.Scope == store.ScopeJob {
-			msg = "backpressure: job deferred (defer callback, scope job)"
-		} else if !res.LaneUntil.IsZero() {
-			msg = "backpressure: lane held (defer callback, scope key)"
-		}
-		// res.Detail is this defer's release time in ms on Redis' clock; the
-		// queue holds until the latest release any defer asked for.
-		b.d.log.Info(msg, zap.String("queue", q.Name), zap.String("job", cb.JobID),
-			zap.String("scope", string(cb.Scope)), zap.Duration("retryAfter", cb.RetryAfter), dispatch.ReleaseField(res.Detail))
-	case store.Reopened:
-		b.d.log.Info("probe acked: queue reopened", zap.String("queue", q.Name), zap.String("job", cb.JobID))
-	}
+	// The one outcome pipeline of deliveries and callbacks: logged,
+	// counted, timelined and woken on (dispatch.Dispatcher.Settled).
+	b.d.disp.Settled(store.Settlement{Queue: q.Name, JobID: cb.JobID, Source: store.FromCallback, Callback: cb,
+		Attempt: cb.Attempt, Result: res})
 	return nil
 }
 

@@ -25,15 +25,18 @@ type Store interface {
 }
 
 // Broadcaster tells every daemon of the fleet that a queue can deliver again
-// (a probe reopened it), so their pumps do not wait for a timer.
+// (a probe reopened it, a callback freed a slot), so their pumps do not wait
+// for a timer.
 type Broadcaster interface {
 	NotifyState(queue string)
 }
 
-// Observer receives every claim and settle result, for metrics. Optional.
+// Observer receives every claim and every applied outcome (Dispatcher.Settled:
+// deliveries and callbacks alike), for metrics and the event timeline.
+// Optional.
 type Observer interface {
 	Claimed(queue string, j store.ClaimedJob)
-	Settled(queue string, o store.Outcome, s store.Settled, took time.Duration)
+	Settled(s store.Settlement)
 	// Reaped is told about jobs that Redis housekeeping moved on: lost
 	// deliveries, ack timeouts and lifetimes that ended while waiting.
 	Reaped(queue string, r store.Reaped)

@@ -79,6 +79,7 @@ type settleItem struct {
 	// flowKey is the job's lane ("" for none), for the outcome's log line.
 	flowKey   string
 	laneProbe bool
+	attempt   int
 	// span is the delivery's span, ended once the outcome is recorded
 	// (nil while tracing is off).
 	span *span
@@ -366,7 +367,8 @@ func (p *pump) deliverLoop(next delivery) {
 	for {
 		began := time.Now()
 		out, sp := p.d.opts.Deliverer.deliver(p.d.workCtx, next.q, next.j)
-		p.settleCh <- settleItem{out: out, started: began, probe: next.j.Probe, flowKey: next.j.FlowKey, laneProbe: next.j.LaneProbe, span: sp}
+		p.settleCh <- settleItem{out: out, started: began, probe: next.j.Probe, flowKey: next.j.FlowKey, laneProbe: next.j.LaneProbe,
+			attempt: next.j.Attempt, span: sp}
 		idle.Reset(deliveryIdle)
 		select {
 		case next = <-p.handoff:
@@ -430,23 +432,21 @@ func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 		if refill > 0 {
 			p.idle.Store(claim.Word == store.Paused || claim.Word == store.Held)
 		}
-		reopened := false
 		for i, it := range batch {
 			var s store.Settled
 			if res != nil {
 				s = res[i]
 			}
-			p.report(log, it, s)
 			// The span learns what its answer did: a hold, a probe's result.
 			if it.span != nil {
 				it.span.end(it.out, s, it.probe)
 			}
-			if o := p.d.opts.Observer; o != nil && res != nil {
-				o.Settled(p.name, it.out, s, time.Since(it.started))
+			if res == nil {
+				continue // not recorded: the lease will expire (settleWithRetry logged it)
 			}
-			if s.Word == store.Reopened {
-				reopened = true
-			}
+			p.d.settled(log, store.Settlement{Queue: p.name, JobID: it.out.ID, Source: store.FromDelivery, Outcome: it.out,
+				Probe: it.probe, LaneProbe: it.laneProbe, Attempt: it.attempt, FlowKey: it.flowKey,
+				Took: time.Since(it.started), Result: s})
 		}
 		p.reaped(claim.Reaped, log)
 		// Start the replacements before releasing the finished deliveries,
@@ -463,9 +463,6 @@ func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 		// busy; otherwise the pump decides what comes next (and when).
 		if refill == 0 || claim.Word != store.Claimed || len(claim.Jobs) < refill {
 			p.wake()
-		}
-		if reopened && p.d.opts.Broadcast != nil {
-			p.d.opts.Broadcast.NotifyState(p.name)
 		}
 	}
 }
@@ -554,45 +551,5 @@ func (p *pump) settleWithRetry(q config.Queue, outs []store.Outcome, refill stor
 		log.Warn("settle failed; retrying", zap.Error(err), zap.Duration("in", delay))
 		time.Sleep(delay)
 		delay = min(delay*2, 2*time.Second)
-	}
-}
-
-func (p *pump) report(log *zap.Logger, it settleItem, s store.Settled) {
-	o := it.out
-	// The common outcomes are logged at debug level only: skip building
-	// their fields when that level is off.
-	if (s.Word == store.Completed || s.Word == store.Awaiting) && !log.Core().Enabled(zap.DebugLevel) {
-		return
-	}
-	fields := []zap.Field{zap.String("job", o.ID), zap.String("outcome", string(o.Kind)), zap.String("result", string(s.Word))}
-	if it.flowKey != "" {
-		fields = append(fields, zap.String("flowKey", it.flowKey), zap.Bool("laneProbe", it.laneProbe))
-	}
-	if o.StatusCode > 0 {
-		fields = append(fields, zap.Int("status", o.StatusCode))
-	}
-	switch s.Word {
-	case store.Dead:
-		log.Info("job dead-lettered", append(fields, zap.String("reason", s.Detail), zap.String("error", o.Error))...)
-	case store.Deferred:
-		if !s.LaneUntil.IsZero() {
-			log.Info("backpressure: lane held", append(fields, zap.Duration("retryAfter", o.RetryAfter), ReleaseField(s.Detail), zap.Bool("probe", it.probe))...)
-			break
-		}
-		log.Info("backpressure: queue held", append(fields, zap.Duration("retryAfter", o.RetryAfter), ReleaseField(s.Detail), zap.Bool("probe", it.probe))...)
-	case store.Reopened:
-		log.Info("probe succeeded: queue reopened", fields...)
-	case store.Retry:
-		if it.probe {
-			log.Info("probe failed: the queue stays probing with the next job", append(fields, zap.String("error", o.Error))...)
-			break
-		}
-		log.Debug("delivery failed; will retry", append(fields, zap.String("error", o.Error))...)
-	case store.Stale:
-		log.Info("outcome ignored: the job moved on (lease expired or a callback settled it)", fields...)
-	case store.Released:
-		log.Info("delivery handed back at shutdown", fields...)
-	default:
-		log.Debug("delivery recorded", fields...)
 	}
 }

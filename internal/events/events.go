@@ -14,9 +14,9 @@
 //     callbacks and operator calls its API received, and a restart forgets
 //     everything. Durable facts (a job's history, the dead-letter list, the
 //     queue's hold state) stay in Redis and are read from there.
-//   - Fed from where the facts are known: the dispatcher (Log implements
-//     dispatch.Observer: Claimed, Settled), the API adapter for ack-mode
-//     callbacks (Callback) and the admin endpoints (Record).
+//   - Fed from where the facts are known: the dispatcher's one outcome
+//     pipeline (Log is its Observer: Claimed, Settled for deliveries and
+//     ack-mode callbacks alike, Reaped) and the admin endpoints (Record).
 //   - Derived events are explicit. One settled delivery can yield several
 //     events: the delivery itself, and the hold it started, the reopening it
 //     caused, or the dead letter it produced. A timeline then reads as a list
@@ -29,7 +29,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simpleq/simpleqd/internal/dispatch"
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
@@ -153,9 +152,6 @@ type Log struct {
 	pending map[string]pendingJob // job id → attempt being delivered
 }
 
-// Compile-time check: the dispatcher can report to a Log.
-var _ dispatch.Observer = (*Log)(nil)
-
 // New returns a Log keeping capacity events per queue (<= 0: DefaultCapacity).
 func New(capacity int) *Log {
 	if capacity <= 0 {
@@ -227,38 +223,57 @@ func (l *Log) Claimed(queue string, j store.ClaimedJob) {
 	}
 }
 
-// Settled is called by the dispatcher once a delivery's outcome is recorded
-// in Redis. It records the delivery, and the hold, reopening or dead letter
-// it caused.
-func (l *Log) Settled(queue string, o store.Outcome, s store.Settled, _ time.Duration) {
-	if l == nil {
+// Settled is called by the dispatcher for every applied outcome: a
+// delivery's (the delivery itself) or an ack-mode callback's (the
+// callback), each with the hold, reopening or dead letter it caused.
+func (l *Log) Settled(s store.Settlement) {
+	if l == nil || s.Result.Word == "" {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p := l.pending[o.ID]
-	delete(l.pending, o.ID)
-	base := Event{JobID: o.ID, Attempt: p.attempt, Probe: p.probe}
+	r := s.Result
+	if s.Source == store.FromCallback {
+		cb := s.Callback
+		base := Event{JobID: s.JobID, Attempt: cb.Attempt}
+		e := base
+		e.Kind = KindCallback
+		e.Outcome = string(cb.Kind)
+		e.Result = lower(string(r.Word))
+		e.RetryAfter = cb.RetryAfter
+		e.Reason = cb.Reason
+		if r.Word == store.Retry {
+			e.Until = msTime(r.Detail)
+		}
+		l.recordLocked(s.Queue, e)
+		queueDefer := cb.Kind == store.CallbackDefer && cb.Scope != store.ScopeJob && r.LaneUntil.IsZero()
+		l.derivedLocked(s.Queue, base, r, queueDefer, cb.RetryAfter, cb.Reason)
+		return
+	}
+	o := s.Outcome
+	p := l.pending[s.JobID]
+	delete(l.pending, s.JobID)
+	base := Event{JobID: s.JobID, Attempt: p.attempt, Probe: p.probe}
 	d := base
 	d.Kind = KindDelivery
-	d.Result = lower(string(s.Word))
+	d.Result = lower(string(r.Word))
 	d.Outcome = string(o.Kind)
 	d.StatusCode = o.StatusCode
 	d.Error = o.Error
 	d.RetryAfter = o.RetryAfter
-	if s.Word == store.Retry {
-		d.Until = msTime(s.Detail)
+	if r.Word == store.Retry {
+		d.Until = msTime(r.Detail)
 	}
-	l.recordLocked(queue, d)
+	l.recordLocked(s.Queue, d)
 	// A settled "defer" outcome is always queue scope (settle.lua).
-	l.derivedLocked(queue, base, s, o.Kind == store.OutcomeDefer && s.LaneUntil.IsZero(), o.RetryAfter, o.Reason)
-	if !s.BreakerUntil.IsZero() {
+	l.derivedLocked(s.Queue, base, r, o.Kind == store.OutcomeDefer && r.LaneUntil.IsZero(), o.RetryAfter, o.Reason)
+	if !r.BreakerUntil.IsZero() {
 		// The failure tripped the breaker (or, past it, held the queue again).
 		h := base
 		h.Kind = KindHold
-		h.Until = s.BreakerUntil
+		h.Until = r.BreakerUntil
 		h.Reason = "breaker: " + o.Error
-		l.recordLocked(queue, h)
+		l.recordLocked(s.Queue, h)
 	}
 }
 
@@ -279,29 +294,6 @@ func (l *Log) Reaped(queue string, r store.Reaped) {
 	if r.Word == store.Dead {
 		l.recordLocked(queue, Event{Kind: KindDead, JobID: r.ID, Reason: r.Detail})
 	}
-}
-
-// Callback records an ack-mode callback the API applied (s is the store's
-// result), with the hold, reopening or dead letter it caused.
-func (l *Log) Callback(queue string, cb store.Callback, s store.Settled) {
-	if l == nil || s.Word == "" {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	base := Event{JobID: cb.JobID, Attempt: cb.Attempt}
-	e := base
-	e.Kind = KindCallback
-	e.Outcome = string(cb.Kind)
-	e.Result = lower(string(s.Word))
-	e.RetryAfter = cb.RetryAfter
-	e.Reason = cb.Reason
-	if s.Word == store.Retry {
-		e.Until = msTime(s.Detail)
-	}
-	l.recordLocked(queue, e)
-	queueDefer := cb.Kind == store.CallbackDefer && cb.Scope != store.ScopeJob && s.LaneUntil.IsZero()
-	l.derivedLocked(queue, base, s, queueDefer, cb.RetryAfter, cb.Reason)
 }
 
 // derivedLocked records what an outcome did to the queue or the job beyond
@@ -333,9 +325,18 @@ func (l *Log) derivedLocked(queue string, base Event, s store.Settled, queueDefe
 	}
 }
 
+// Observer is what the dispatcher reports to (dispatch.Observer, the same
+// methods): claims, applied outcomes and housekeeping. Spelled here so
+// that this package needs nothing of the dispatcher.
+type Observer interface {
+	Claimed(queue string, j store.ClaimedJob)
+	Settled(s store.Settlement)
+	Reaped(queue string, r store.Reaped)
+}
+
 // Observers fans dispatcher reports out to several observers (metrics and
 // the event log), in order; nil entries are skipped.
-func Observers(obs ...dispatch.Observer) dispatch.Observer {
+func Observers(obs ...Observer) Observer {
 	out := make(multi, 0, len(obs))
 	for _, o := range obs {
 		if o != nil {
@@ -345,7 +346,7 @@ func Observers(obs ...dispatch.Observer) dispatch.Observer {
 	return out
 }
 
-type multi []dispatch.Observer
+type multi []Observer
 
 func (m multi) Claimed(queue string, j store.ClaimedJob) {
 	for _, o := range m {
@@ -353,9 +354,9 @@ func (m multi) Claimed(queue string, j store.ClaimedJob) {
 	}
 }
 
-func (m multi) Settled(queue string, o store.Outcome, s store.Settled, took time.Duration) {
+func (m multi) Settled(s store.Settlement) {
 	for _, ob := range m {
-		ob.Settled(queue, o, s, took)
+		ob.Settled(s)
 	}
 }
 

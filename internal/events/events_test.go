@@ -44,11 +44,11 @@ func TestBackpressureRoundIsTold(t *testing.T) {
 
 	// A 429 holds the queue.
 	l.Claimed("q", store.ClaimedJob{ID: "j1", Attempt: 1})
-	l.Settled("q", store.Outcome{ID: "j1", Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: 1500 * time.Millisecond},
+	settled(l, "q", store.Outcome{ID: "j1", Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: 1500 * time.Millisecond},
 		store.Settled{Word: "DEFERRED", Detail: strconv.FormatInt(release.UnixMilli(), 10)}, time.Millisecond)
 	// The probe goes out and succeeds.
 	l.Claimed("q", store.ClaimedJob{ID: "j1", Attempt: 1, DeferCount: 1, Probe: true})
-	l.Settled("q", store.Outcome{ID: "j1", Kind: store.OutcomeOK, StatusCode: 200}, store.Settled{Word: "REOPENED"}, time.Millisecond)
+	settled(l, "q", store.Outcome{ID: "j1", Kind: store.OutcomeOK, StatusCode: 200}, store.Settled{Word: "REOPENED"}, time.Millisecond)
 
 	evs := l.Recent("q", 10)
 	require.Equal(t, []string{KindReopen, KindDelivery, KindProbe, KindHold, KindDelivery}, kinds(evs))
@@ -67,9 +67,9 @@ func TestBackpressureRoundIsTold(t *testing.T) {
 func TestDeadAndRetry(t *testing.T) {
 	l := New(10)
 	l.Claimed("q", store.ClaimedJob{ID: "a", Attempt: 1})
-	l.Settled("q", store.Outcome{ID: "a", Kind: store.OutcomeFail, StatusCode: 500, Error: "HTTP 500"},
+	settled(l, "q", store.Outcome{ID: "a", Kind: store.OutcomeFail, StatusCode: 500, Error: "HTTP 500"},
 		store.Settled{Word: "RETRY", Detail: "1800000000000"}, 0)
-	l.Settled("q", store.Outcome{ID: "b", Kind: store.OutcomeFail, StatusCode: 500, Error: "HTTP 500"},
+	settled(l, "q", store.Outcome{ID: "b", Kind: store.OutcomeFail, StatusCode: 500, Error: "HTTP 500"},
 		store.Settled{Word: "DEAD", Detail: "max_attempts_exhausted"}, 0)
 	evs := l.Recent("q", 10)
 	require.Equal(t, []string{KindDead, KindDelivery, KindDelivery}, kinds(evs))
@@ -80,12 +80,12 @@ func TestDeadAndRetry(t *testing.T) {
 
 func TestCallbacks(t *testing.T) {
 	l := New(10)
-	l.Callback("q", store.Callback{JobID: "a", Kind: store.CallbackDefer, RetryAfter: 30 * time.Second, Reason: "anthropic 429"},
+	callback(l, "q", store.Callback{JobID: "a", Kind: store.CallbackDefer, RetryAfter: 30 * time.Second, Reason: "anthropic 429"},
 		store.Settled{Word: "DEFERRED", Detail: "1800000000000"})
-	l.Callback("q", store.Callback{JobID: "b", Kind: store.CallbackDefer, Scope: store.ScopeJob, RetryAfter: time.Second},
+	callback(l, "q", store.Callback{JobID: "b", Kind: store.CallbackDefer, Scope: store.ScopeJob, RetryAfter: time.Second},
 		store.Settled{Word: "DEFERRED", Detail: "1800000000000"})
-	l.Callback("q", store.Callback{JobID: "c", Kind: store.CallbackAck}, store.Settled{Word: "REOPENED"})
-	l.Callback("q", store.Callback{JobID: "d", Kind: store.CallbackAck}, store.Settled{}) // not applied
+	callback(l, "q", store.Callback{JobID: "c", Kind: store.CallbackAck}, store.Settled{Word: "REOPENED"})
+	callback(l, "q", store.Callback{JobID: "d", Kind: store.CallbackAck}, store.Settled{}) // not applied
 	evs := l.Recent("q", 10)
 	require.Equal(t, []string{KindReopen, KindCallback, KindCallback, KindHold, KindCallback}, kinds(evs))
 	require.Equal(t, "anthropic 429", evs[3].Reason)
@@ -97,15 +97,15 @@ func TestNilLogAndFanOut(t *testing.T) {
 	var l *Log
 	l.Record("q", Event{Kind: KindPause})
 	l.Claimed("q", store.ClaimedJob{ID: "a", Probe: true})
-	l.Settled("q", store.Outcome{ID: "a"}, store.Settled{Word: "COMPLETED"}, 0)
-	l.Callback("q", store.Callback{JobID: "a"}, store.Settled{Word: "COMPLETED"})
+	settled(l, "q", store.Outcome{ID: "a"}, store.Settled{Word: "COMPLETED"}, 0)
+	callback(l, "q", store.Callback{JobID: "a"}, store.Settled{Word: "COMPLETED"})
 	require.Empty(t, l.Recent("q", 5))
 	require.Zero(t, l.Capacity())
 
 	a, b := New(5), New(5)
 	o := Observers(a, nil, b)
 	o.Claimed("q", store.ClaimedJob{ID: "x", Probe: true})
-	o.Settled("q", store.Outcome{ID: "x", Kind: store.OutcomeOK}, store.Settled{Word: "REOPENED"}, 0)
+	settled(o, "q", store.Outcome{ID: "x", Kind: store.OutcomeOK}, store.Settled{Word: "REOPENED"}, 0)
 	require.Len(t, a.Recent("q", 5), 3)
 	require.Len(t, b.Recent("q", 5), 3)
 }
@@ -120,7 +120,7 @@ func TestConcurrentUse(t *testing.T) {
 			for i := 0; i < 200; i++ {
 				id := strconv.Itoa(g*1000 + i)
 				l.Claimed("q", store.ClaimedJob{ID: id, Attempt: 1})
-				l.Settled("q", store.Outcome{ID: id, Kind: store.OutcomeOK}, store.Settled{Word: "COMPLETED"}, 0)
+				settled(l, "q", store.Outcome{ID: id, Kind: store.OutcomeOK}, store.Settled{Word: "COMPLETED"}, 0)
 				_ = l.Recent("q", 16)
 			}
 		}()
@@ -131,4 +131,14 @@ func TestConcurrentUse(t *testing.T) {
 	for i := 1; i < len(evs); i++ {
 		require.Greater(t, evs[i-1].Seq, evs[i].Seq)
 	}
+}
+
+// settled and callback report an outcome as the dispatcher's one outcome
+// pipeline does: a delivery's, a callback's.
+func settled(o interface{ Settled(store.Settlement) }, q string, out store.Outcome, s store.Settled, took time.Duration) {
+	o.Settled(store.Settlement{Queue: q, JobID: out.ID, Source: store.FromDelivery, Outcome: out, Took: took, Result: s})
+}
+
+func callback(o interface{ Settled(store.Settlement) }, q string, cb store.Callback, s store.Settled) {
+	o.Settled(store.Settlement{Queue: q, JobID: cb.JobID, Source: store.FromCallback, Callback: cb, Attempt: cb.Attempt, Result: s})
 }

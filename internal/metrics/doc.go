@@ -10,8 +10,9 @@
 //     /metrics shows exactly simpleqd's series (plus the Go runtime and
 //     process collectors, which operators expect next to them).
 //   - Counters and histograms are this daemon's events, fed by the
-//     dispatcher (Metrics implements dispatch.Observer) and the API adapter
-//     (Published, Callback). Sum them over the fleet in PromQL.
+//     dispatcher's one outcome pipeline (Claimed, Settled and Reaped, its
+//     Observer: deliveries and ack-mode callbacks alike) and the API
+//     adapter (Published). Sum them over the fleet in PromQL.
 //   - Gauges (simpleqd_jobs, simpleqd_queue_hold_state, simpleqd_held_keys)
 //     are not tracked in process at all: a custom Collector reads
 //     store.QueueStatus from Redis at scrape time, so every daemon reports

@@ -23,7 +23,7 @@ func TestLaneHoldsAndProbes(t *testing.T) {
 
 	q := "emails"
 	laneDefer := func(id string) {
-		m.Settled(q, store.Outcome{ID: id, Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: time.Second},
+		settled(m, q, store.Outcome{ID: id, Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: time.Second},
 			store.Settled{Word: "DEFERRED", Detail: ms(t0.Add(time.Second)), LaneUntil: t0.Add(time.Second)}, time.Millisecond)
 	}
 	// Two lanes' 429s, each a lane hold; the queue holds nothing.
@@ -33,12 +33,12 @@ func TestLaneHoldsAndProbes(t *testing.T) {
 	m.Claimed(q, store.ClaimedJob{ID: "a2", Attempt: 1, LaneProbe: true})
 	laneDefer("a2")
 	m.Claimed(q, store.ClaimedJob{ID: "b2", Attempt: 1, LaneProbe: true})
-	m.Settled(q, store.Outcome{ID: "b2", Kind: store.OutcomeOK, StatusCode: 200}, store.Settled{Word: "COMPLETED"}, time.Millisecond)
+	settled(m, q, store.Outcome{ID: "b2", Kind: store.OutcomeOK, StatusCode: 200}, store.Settled{Word: "COMPLETED"}, time.Millisecond)
 	// A key-scope defer callback holds a lane too; a job dying of its
 	// lane's 429 still held it.
-	m.Callback(q, store.Callback{JobID: "c1", Kind: store.CallbackDefer, Scope: store.ScopeKey, RetryAfter: time.Second},
+	callback(m, q, store.Callback{JobID: "c1", Kind: store.CallbackDefer, Scope: store.ScopeKey, RetryAfter: time.Second},
 		store.Settled{Word: "DEFERRED", Detail: ms(t0.Add(time.Second)), LaneUntil: t0.Add(time.Second)})
-	m.Settled(q, store.Outcome{ID: "d1", Kind: store.OutcomeDefer, StatusCode: 503, RetryAfter: time.Second},
+	settled(m, q, store.Outcome{ID: "d1", Kind: store.OutcomeDefer, StatusCode: 503, RetryAfter: time.Second},
 		store.Settled{Word: "DEAD", Detail: "defer_cap_exhausted", LaneUntil: t0.Add(time.Second)}, time.Millisecond)
 	compare(t, m, `
 		simpleqd_lane_holds_total{queue="emails"} 5

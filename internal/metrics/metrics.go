@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/simpleq/simpleqd/internal/dispatch"
 	"github.com/simpleq/simpleqd/internal/lua"
 	"github.com/simpleq/simpleqd/internal/store"
 )
@@ -166,9 +165,6 @@ type probeEntry struct {
 // probeForget bounds how long an unresolved probe is remembered: an ack-mode
 // probe whose callback lands on another daemon never resolves here.
 const probeForget = 24 * time.Hour
-
-// Compile-time check: the dispatcher can report to Metrics.
-var _ dispatch.Observer = (*Metrics)(nil)
 
 // New builds the series and registers them, with the Go runtime and process
 // collectors, in a registry of its own.
@@ -350,8 +346,8 @@ func (m *Metrics) Published(queue string, n int) {
 	}
 }
 
-// Dead counts one job dead-lettered on queue for reason. Settled and
-// Callback call it for the deaths they see; call it directly only for deaths
+// Dead counts one job dead-lettered on queue for reason. Settled calls it
+// for the deaths it sees; call it directly only for deaths
 // seen some other way, or they are counted twice.
 func (m *Metrics) Dead(queue, reason string) {
 	if reason == "" {
@@ -396,110 +392,89 @@ func (m *Metrics) Claimed(queue string, j store.ClaimedJob) {
 	}
 }
 
-// Settled is called by the dispatcher once a delivery's outcome is recorded:
-// s is what settle.lua did with outcome o, took the time since the delivery
-// started.
+// Settled is called by the dispatcher for every applied outcome: a
+// delivery's (s.Source FromDelivery; s.Took the time since it started) or
+// an ack-mode callback's (FromCallback).
 //
-// Outcome labels follow the settle word, refined by the outcome kind:
-// COMPLETED, REOPENED and AWAITING (ack mode: the worker has it) are success;
-// RETRY and DEAD after a failed delivery are failure, or timeout when the
-// error says so; DEFERRED, and DEAD after a 429/503/529 (defer budget or
-// lifetime spent), are backpressure; RELEASED is released. STALE (the outcome
-// was ignored because the job moved on) is labelled by what the webhook did.
-func (m *Metrics) Settled(queue string, o store.Outcome, s store.Settled, took time.Duration) {
-	outcome := classify(o, s)
-	m.deliveriesBy.get([2]string{queue, outcome}, func() prometheus.Counter { return m.deliveries.WithLabelValues(queue, outcome) }).Inc()
-	if outcome != OutcomeReleased {
-		m.deliveryDurationBy.get(queue, func() prometheus.Observer { return m.deliveryDuration.WithLabelValues(queue) }).
-			Observe(took.Seconds())
+// Delivery outcome labels follow the settle word, refined by the outcome
+// kind: COMPLETED, REOPENED and AWAITING (ack mode: the worker has it) are
+// success; RETRY and DEAD after a failed delivery are failure, or timeout
+// when the error says so; DEFERRED, and DEAD after a 429/503/529 (defer
+// budget or lifetime spent), are backpressure; RELEASED is released. STALE
+// (the outcome was ignored because the job moved on) is labelled by what
+// the webhook did.
+//
+// For both: deaths, lane holds, holds started by queue-scope defers and the
+// breaker, and the result of a probe. A callback's probe result is counted
+// only where it is known: always for REOPENED (only a probe's ack reopens
+// a queue), otherwise only on the daemon that delivered the probe.
+func (m *Metrics) Settled(s store.Settlement) {
+	queue, r := s.Queue, s.Result
+	callback := s.Source == store.FromCallback
+	if !callback {
+		outcome := classify(s.Outcome, r)
+		m.deliveriesBy.get([2]string{queue, outcome}, func() prometheus.Counter { return m.deliveries.WithLabelValues(queue, outcome) }).Inc()
+		if outcome != OutcomeReleased {
+			m.deliveryDurationBy.get(queue, func() prometheus.Observer { return m.deliveryDuration.WithLabelValues(queue) }).
+				Observe(s.Took.Seconds())
+		}
 	}
-	if s.Word == store.Dead {
-		m.Dead(queue, s.Detail)
+	if r.Word == store.Dead {
+		m.Dead(queue, r.Detail)
 	}
-	if !s.LaneUntil.IsZero() {
+	if callback && (r.Word == store.Acked || r.Word == "") {
+		return // a repeated ack changes nothing
+	}
+	if !r.LaneUntil.IsZero() {
 		m.laneHolds.WithLabelValues(queue).Inc()
+	}
+	// A queue-scope defer: a 429/503/529, or a defer callback of scope
+	// queue, of a job without a lane's hold (keys.md §3), even when the
+	// reporting job dies of it.
+	var queueDefer bool
+	ra := s.Outcome.RetryAfter
+	if callback {
+		queueDefer = s.Callback.Kind == store.CallbackDefer && s.Callback.Scope != store.ScopeJob && r.LaneUntil.IsZero()
+		ra = s.Callback.RetryAfter
+	} else {
+		queueDefer = s.Outcome.Kind == store.OutcomeDefer && r.LaneUntil.IsZero()
+		if !s.Outcome.RetryAt.IsZero() {
+			// An HTTP-date: the wait was computed on Redis' clock; ours
+			// approximates it for telling holds apart.
+			ra = max(time.Until(s.Outcome.RetryAt), 0)
+		}
 	}
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, probe := m.probesOut[o.ID]
-	switch s.Word {
-	case store.Awaiting:
+	_, probe := m.probesOut[s.JobID]
+	if r.Word == store.Awaiting {
 		return // ack mode: the callback decides the probe
-	case store.Reopened:
+	}
+	if r.Word == store.Reopened {
 		probe = true // only a probe's success reopens a queue
 		delete(m.heldUntil, queue)
 	}
-	delete(m.probesOut, o.ID)
-	if !s.BreakerUntil.IsZero() {
-		m.noteBreakerHold(queue, probe, s.BreakerUntil)
+	delete(m.probesOut, s.JobID)
+	if !r.BreakerUntil.IsZero() {
+		m.noteBreakerHold(queue, probe, r.BreakerUntil)
 	}
-	if o.Kind == store.OutcomeDefer && (s.Word == store.Deferred || s.Word == store.Dead) && s.LaneUntil.IsZero() {
-		// A 429/503/529 of a job without a lane's hold (keys.md §3) holds
-		// the queue, even when the reporting job dies of it.
-		ra := o.RetryAfter
-		if !o.RetryAt.IsZero() {
-			// An HTTP-date: the wait was computed on Redis' clock; ours
-			// approximates it for telling holds apart.
-			ra = max(time.Until(o.RetryAt), 0)
-		}
-		m.noteQueueDefer(queue, probe, ra, s)
+	if queueDefer && (r.Word == store.Deferred || r.Word == store.Dead) {
+		m.noteQueueDefer(queue, probe, ra, r)
 	}
 	if !probe {
 		return
 	}
 	switch {
-	case s.Word == store.Completed || s.Word == store.Reopened:
+	case r.Word == store.Completed || r.Word == store.Reopened:
 		m.probes.WithLabelValues(queue, ProbeSuccess).Inc()
-	case o.Kind == store.OutcomeDefer:
+	case queueDefer || (!callback && s.Outcome.Kind == store.OutcomeDefer):
 		m.probes.WithLabelValues(queue, ProbeBackpressure).Inc()
-	case o.Kind == store.OutcomeFail:
-		m.probes.WithLabelValues(queue, ProbeFailure).Inc()
-	}
-	// RELEASED and STALE: no result; a new probe is chosen by the next claim.
-}
-
-// Callback records what an ack-mode callback did (s is the store's word for
-// it): deaths, holds started by queue-scope defers, and the result of a
-// probe that was awaiting its ack. A probe's result is counted only where it
-// is known: always for REOPENED (only a probe's ack reopens a queue),
-// otherwise only on the daemon that delivered the probe.
-func (m *Metrics) Callback(queue string, cb store.Callback, s store.Settled) {
-	if s.Word == store.Dead {
-		m.Dead(queue, s.Detail)
-	}
-	if s.Word == store.Acked || s.Word == "" {
-		return // a repeated ack changes nothing
-	}
-	if !s.LaneUntil.IsZero() {
-		m.laneHolds.WithLabelValues(queue).Inc()
-	}
-	// A lane's hold (keys.md §3) is not the queue's.
-	queueScope := cb.Kind == store.CallbackDefer && cb.Scope != store.ScopeJob && s.LaneUntil.IsZero()
-
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, probe := m.probesOut[cb.JobID]
-	delete(m.probesOut, cb.JobID)
-	if s.Word == store.Reopened {
-		probe = true
-		delete(m.heldUntil, queue)
-	}
-	if queueScope && (s.Word == store.Deferred || s.Word == store.Dead) {
-		m.noteQueueDefer(queue, probe, cb.RetryAfter, s)
-	}
-	if !probe {
-		return
-	}
-	switch {
-	case s.Word == store.Completed || s.Word == store.Reopened:
-		m.probes.WithLabelValues(queue, ProbeSuccess).Inc()
-	case queueScope:
-		m.probes.WithLabelValues(queue, ProbeBackpressure).Inc()
-	default:
+	case callback || s.Outcome.Kind == store.OutcomeFail:
 		// nack, or a job-scope defer: the queue stays probing with the next job.
 		m.probes.WithLabelValues(queue, ProbeFailure).Inc()
 	}
+	// RELEASED and STALE: no result; a new probe is chosen by the next claim.
 }
 
 // noteQueueDefer counts a hold start when a queue-scope defer did not fall

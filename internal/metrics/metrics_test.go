@@ -75,7 +75,7 @@ func TestDeliveryOutcomes(t *testing.T) {
 	m := newMetrics(metrics.Options{})
 	q := "emails"
 	settle := func(kind store.OutcomeKind, errText string, word store.SettleWord, detail string) {
-		m.Settled(q, store.Outcome{ID: "j", Kind: kind, Error: errText, RetryAfter: time.Second},
+		settled(m, q, store.Outcome{ID: "j", Kind: kind, Error: errText, RetryAfter: time.Second},
 			store.Settled{Word: word, Detail: detail}, 250*time.Millisecond)
 	}
 	release := ms(t0.Add(time.Second))
@@ -149,7 +149,7 @@ func TestProbeResultsAndHolds(t *testing.T) {
 	m := newMetrics(metrics.Options{Now: func() time.Time { return now }})
 	q := "emails"
 	defer429 := func(id string, at time.Time, ra time.Duration) {
-		m.Settled(q, store.Outcome{ID: id, Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: ra},
+		settled(m, q, store.Outcome{ID: id, Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: ra},
 			store.Settled{Word: "DEFERRED", Detail: ms(at.Add(ra))}, time.Millisecond)
 	}
 	// Two in-flight deliveries are rate limited: the second defer (T+4s, 2s)
@@ -163,21 +163,21 @@ func TestProbeResultsAndHolds(t *testing.T) {
 	defer429("a", t0.Add(5500*time.Millisecond), 10*time.Second)
 	// The next probe fails (the next job probes), then one succeeds.
 	m.Claimed(q, store.ClaimedJob{ID: "a", Attempt: 1, DeferCount: 2, Probe: true})
-	m.Settled(q, store.Outcome{ID: "a", Kind: store.OutcomeFail, StatusCode: 500}, store.Settled{Word: "RETRY", Detail: "1"}, time.Millisecond)
+	settled(m, q, store.Outcome{ID: "a", Kind: store.OutcomeFail, StatusCode: 500}, store.Settled{Word: "RETRY", Detail: "1"}, time.Millisecond)
 	m.Claimed(q, store.ClaimedJob{ID: "b", Attempt: 1, DeferCount: 1, Probe: true})
-	m.Settled(q, store.Outcome{ID: "b", Kind: store.OutcomeOK, StatusCode: 200}, store.Settled{Word: "REOPENED"}, time.Millisecond)
+	settled(m, q, store.Outcome{ID: "b", Kind: store.OutcomeOK, StatusCode: 200}, store.Settled{Word: "REOPENED"}, time.Millisecond)
 	// A defer after the reopen starts a hold even though its time is before
 	// the last release this daemon knew (an operator resume ended it early).
 	defer429("c", t0.Add(8*time.Second), time.Second)
 	// A non-probe failure is no probe result.
-	m.Settled(q, store.Outcome{ID: "d", Kind: store.OutcomeFail}, store.Settled{Word: "RETRY", Detail: "1"}, time.Millisecond)
+	settled(m, q, store.Outcome{ID: "d", Kind: store.OutcomeFail}, store.Settled{Word: "RETRY", Detail: "1"}, time.Millisecond)
 	// A probe handed back at shutdown has no result.
 	m.Claimed(q, store.ClaimedJob{ID: "e", Attempt: 1, Probe: true})
-	m.Settled(q, store.Outcome{ID: "e", Kind: store.OutcomeRelease}, store.Settled{Word: "RELEASED"}, time.Millisecond)
+	settled(m, q, store.Outcome{ID: "e", Kind: store.OutcomeRelease}, store.Settled{Word: "RELEASED"}, time.Millisecond)
 	// A probe that dies of its defer still holds the queue: backpressure.
 	now = t0.Add(time.Hour)
 	m.Claimed(q, store.ClaimedJob{ID: "f", Attempt: 1, DeferCount: 50, Probe: true})
-	m.Settled(q, store.Outcome{ID: "f", Kind: store.OutcomeDefer, StatusCode: 503, RetryAfter: time.Minute},
+	settled(m, q, store.Outcome{ID: "f", Kind: store.OutcomeDefer, StatusCode: 503, RetryAfter: time.Minute},
 		store.Settled{Word: "DEAD", Detail: "defer_cap_exhausted"}, time.Millisecond)
 	compare(t, m, `
 		simpleqd_probes_total{queue="emails",result="success"} 1
@@ -193,28 +193,28 @@ func TestAckModeProbeResolvesOnCallback(t *testing.T) {
 	q := "tasks"
 	// The probe's 2xx only means the worker has it: no result yet.
 	m.Claimed(q, store.ClaimedJob{ID: "p1", Attempt: 1, Probe: true})
-	m.Settled(q, store.Outcome{ID: "p1", Kind: store.OutcomeDelivered, StatusCode: 202}, store.Settled{Word: "AWAITING", Detail: "1"}, time.Millisecond)
+	settled(m, q, store.Outcome{ID: "p1", Kind: store.OutcomeDelivered, StatusCode: 202}, store.Settled{Word: "AWAITING", Detail: "1"}, time.Millisecond)
 	compare(t, m, `simpleqd_deliveries_total{outcome="success",queue="tasks"} 1`, "simpleqd_deliveries_total")
 	require.Equal(t, 0, testutil.CollectAndCount(m.Registry(), "simpleqd_probes_total"))
 
 	// nack: the next job probes.
-	m.Callback(q, store.Callback{JobID: "p1", Kind: store.CallbackNack, Retryable: true}, store.Settled{Word: "RETRY", Detail: "1"})
+	callback(m, q, store.Callback{JobID: "p1", Kind: store.CallbackNack, Retryable: true}, store.Settled{Word: "RETRY", Detail: "1"})
 	// A job-scope defer of a probe does not hold the queue: a failed probe.
 	m.Claimed(q, store.ClaimedJob{ID: "p2", Attempt: 1, Probe: true})
-	m.Settled(q, store.Outcome{ID: "p2", Kind: store.OutcomeDelivered}, store.Settled{Word: "AWAITING", Detail: "1"}, time.Millisecond)
-	m.Callback(q, store.Callback{JobID: "p2", Kind: store.CallbackDefer, Scope: store.ScopeJob, RetryAfter: time.Second},
+	settled(m, q, store.Outcome{ID: "p2", Kind: store.OutcomeDelivered}, store.Settled{Word: "AWAITING", Detail: "1"}, time.Millisecond)
+	callback(m, q, store.Callback{JobID: "p2", Kind: store.CallbackDefer, Scope: store.ScopeJob, RetryAfter: time.Second},
 		store.Settled{Word: "DEFERRED", Detail: ms(t0.Add(time.Second))})
 	// A queue-scope defer holds it again.
 	m.Claimed(q, store.ClaimedJob{ID: "p3", Attempt: 1, Probe: true})
-	m.Settled(q, store.Outcome{ID: "p3", Kind: store.OutcomeDelivered}, store.Settled{Word: "AWAITING", Detail: "1"}, time.Millisecond)
-	m.Callback(q, store.Callback{JobID: "p3", Kind: store.CallbackDefer, Scope: store.ScopeQueue, RetryAfter: time.Second},
+	settled(m, q, store.Outcome{ID: "p3", Kind: store.OutcomeDelivered}, store.Settled{Word: "AWAITING", Detail: "1"}, time.Millisecond)
+	callback(m, q, store.Callback{JobID: "p3", Kind: store.CallbackDefer, Scope: store.ScopeQueue, RetryAfter: time.Second},
 		store.Settled{Word: "DEFERRED", Detail: ms(t0.Add(time.Second))})
 	// An ack that reopens counts even on a daemon that did not deliver it.
-	m.Callback(q, store.Callback{JobID: "elsewhere", Kind: store.CallbackAck}, store.Settled{Word: "REOPENED"})
+	callback(m, q, store.Callback{JobID: "elsewhere", Kind: store.CallbackAck}, store.Settled{Word: "REOPENED"})
 	// A nack of a job that was not a probe here: no probe result; its death counts.
-	m.Callback(q, store.Callback{JobID: "x", Kind: store.CallbackNack}, store.Settled{Word: "DEAD", Detail: "nacked"})
+	callback(m, q, store.Callback{JobID: "x", Kind: store.CallbackNack}, store.Settled{Word: "DEAD", Detail: "nacked"})
 	// A repeated ack changes nothing.
-	m.Callback(q, store.Callback{JobID: "x", Kind: store.CallbackAck}, store.Settled{Word: "ACKED"})
+	callback(m, q, store.Callback{JobID: "x", Kind: store.CallbackAck}, store.Settled{Word: "ACKED"})
 	compare(t, m, `
 		simpleqd_probes_total{queue="tasks",result="success"} 1
 		simpleqd_probes_total{queue="tasks",result="backpressure"} 1
@@ -261,7 +261,7 @@ func TestQueueSeriesAtFirstUse(t *testing.T) {
 		simpleqd_holds_started_total{queue="filed"} 0
 	`, "simpleqd_jobs_published_total", "simpleqd_holds_started_total")
 	require.Equal(t, 5, testutil.CollectAndCount(m.Registry(), "simpleqd_deliveries_total"))
-	m.Settled("cust-1", store.Outcome{Kind: store.OutcomeOK}, store.Settled{Word: "COMPLETED"}, time.Millisecond)
+	settled(m, "cust-1", store.Outcome{Kind: store.OutcomeOK}, store.Settled{Word: "COMPLETED"}, time.Millisecond)
 	require.Equal(t, 6, testutil.CollectAndCount(m.Registry(), "simpleqd_deliveries_total"))
 }
 
@@ -363,9 +363,9 @@ func TestConcurrentUse(t *testing.T) {
 			for i := 0; i < 200; i++ {
 				id := strconv.Itoa(g) + "-" + strconv.Itoa(i)
 				m.Claimed("q", store.ClaimedJob{ID: id, Attempt: 1, Probe: i%2 == 0, CreatedAt: time.Now()})
-				m.Settled("q", store.Outcome{ID: id, Kind: store.OutcomeDefer, RetryAfter: time.Millisecond},
+				settled(m, "q", store.Outcome{ID: id, Kind: store.OutcomeDefer, RetryAfter: time.Millisecond},
 					store.Settled{Word: "DEFERRED", Detail: ms(time.Now())}, time.Millisecond)
-				m.Callback("q", store.Callback{JobID: id, Kind: store.CallbackAck}, store.Settled{Word: "REOPENED"})
+				callback(m, "q", store.Callback{JobID: id, Kind: store.CallbackAck}, store.Settled{Word: "REOPENED"})
 				m.Published("q", 1)
 			}
 		}()
@@ -386,7 +386,7 @@ func BenchmarkPublishedAndSettled(b *testing.B) {
 	s := store.Settled{Word: "COMPLETED"}
 	for b.Loop() {
 		m.Published("q0", 1)
-		m.Settled("q0", o, s, time.Millisecond)
+		settled(m, "q0", o, s, time.Millisecond)
 	}
 }
 
@@ -421,4 +421,14 @@ func scrape(t *testing.T, m *metrics.Metrics) (*http.Response, string) {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp, string(body)
+}
+
+// settled and callback report an outcome as the dispatcher's one outcome
+// pipeline does: a delivery's, a callback's.
+func settled(o interface{ Settled(store.Settlement) }, q string, out store.Outcome, s store.Settled, took time.Duration) {
+	o.Settled(store.Settlement{Queue: q, JobID: out.ID, Source: store.FromDelivery, Outcome: out, Took: took, Result: s})
+}
+
+func callback(o interface{ Settled(store.Settlement) }, q string, cb store.Callback, s store.Settled) {
+	o.Settled(store.Settlement{Queue: q, JobID: cb.JobID, Source: store.FromCallback, Callback: cb, Attempt: cb.Attempt, Result: s})
 }
