@@ -42,7 +42,8 @@ func TestEventsOfAQueue(t *testing.T) {
 	id := newID("emails")
 	l.Claimed("emails", store.ClaimedJob{ID: id, Attempt: 1})
 	l.Settled(store.Settlement{Queue: "emails", JobID: id, Outcome: store.Outcome{ID: id, Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: 1500 * time.Millisecond},
-		Result: store.Settled{Word: "DEFERRED", Detail: strconv.FormatInt(release.UnixMilli(), 10)}})
+		Result: store.Settled{Word: "DEFERRED", Detail: strconv.FormatInt(release.UnixMilli(), 10),
+			Hold: store.QueueHold{Change: store.HoldStarted, Until: release, At: t0}}})
 	l.Record("tasks", events.Event{Kind: events.KindPause})
 
 	b := getEvents(t, h, "/v1/queues/emails/events")

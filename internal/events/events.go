@@ -39,8 +39,10 @@ const (
 	// KindProbe: a probe delivery started (the one job sent after a hold ends).
 	KindProbe = "probe"
 	// KindHold: a queue-scope defer (a 429/503/529 answer or a defer callback)
-	// held, or extended the hold of, the queue. Until is the release time it
-	// asked for; the queue's own release time is the latest of all of them.
+	// or a breaker trip held the queue, or extended or kept its hold. Until
+	// is the queue's release time after it (the latest any defer asked
+	// for), and Time when it happened, both on Redis' clock as the script
+	// reported them.
 	KindHold = "hold"
 	// KindReopen: a probe succeeded (or was acked) and the queue reopened.
 	KindReopen = "reopen"
@@ -73,7 +75,8 @@ type Event struct {
 	// Seq orders events of this daemon (all queues), starting at 1; the
 	// browser uses it as a row key.
 	Seq uint64
-	// Time is when this daemon recorded the event (its own clock).
+	// Time is when this daemon recorded the event (its own clock), except
+	// for hold and reopen events: Redis' time of the transition.
 	Time time.Time
 	// Kind is one of the Kind constants.
 	Kind string
@@ -95,7 +98,8 @@ type Event struct {
 	Error string
 	// RetryAfter is the backpressure wait asked for.
 	RetryAfter time.Duration
-	// Until is a hold's release time or a retry's due time (Redis' clock).
+	// Until is the queue's release time (a hold) or a retry's due time
+	// (Redis' clock).
 	Until time.Time
 	// Reason is a dead reason, a defer reason or a pause reason.
 	Reason string
@@ -246,8 +250,7 @@ func (l *Log) Settled(s store.Settlement) {
 			e.Until = msTime(r.Detail)
 		}
 		l.recordLocked(s.Queue, e)
-		queueDefer := cb.Kind == store.CallbackDefer && cb.Scope != store.ScopeJob && r.LaneUntil.IsZero()
-		l.derivedLocked(s.Queue, base, r, queueDefer, cb.RetryAfter, cb.Reason)
+		l.derivedLocked(s.Queue, base, r, cb.RetryAfter, cb.Reason)
 		return
 	}
 	o := s.Outcome
@@ -265,13 +268,17 @@ func (l *Log) Settled(s store.Settlement) {
 		d.Until = msTime(r.Detail)
 	}
 	l.recordLocked(s.Queue, d)
-	// A settled "defer" outcome is always queue scope (settle.lua).
-	l.derivedLocked(s.Queue, base, r, o.Kind == store.OutcomeDefer && r.LaneUntil.IsZero(), o.RetryAfter, o.Reason)
+	l.derivedLocked(s.Queue, base, r, o.RetryAfter, o.Reason)
 	if !r.BreakerUntil.IsZero() {
-		// The failure tripped the breaker (or, past it, held the queue again).
+		// The failure tripped the breaker (or, past it, held the queue
+		// again): the queue's release after it, on Redis' clock.
 		h := base
 		h.Kind = KindHold
+		h.Time = r.Hold.At
 		h.Until = r.BreakerUntil
+		if !r.Hold.Until.IsZero() {
+			h.Until = r.Hold.Until
+		}
 		h.Reason = "breaker: " + o.Error
 		l.recordLocked(s.Queue, h)
 	}
@@ -298,23 +305,23 @@ func (l *Log) Reaped(queue string, r store.Reaped) {
 
 // derivedLocked records what an outcome did to the queue or the job beyond
 // the delivery itself. Callers hold l.mu.
-func (l *Log) derivedLocked(queue string, base Event, s store.Settled, queueDefer bool, retryAfter time.Duration, reason string) {
-	if queueDefer && (s.Word == store.Deferred || s.Word == store.Dead) {
+func (l *Log) derivedLocked(queue string, base Event, s store.Settled, retryAfter time.Duration, reason string) {
+	// A queue-scope defer held the queue, extended or kept its hold: as the
+	// script reported it, on Redis' clock (a breaker trip is told apart).
+	if s.Hold.Change != "" && s.BreakerUntil.IsZero() {
 		h := base
 		h.Kind = KindHold
+		h.Time = s.Hold.At
 		h.RetryAfter = retryAfter
 		h.Reason = reason
-		if s.Word == store.Deferred {
-			h.Until = msTime(s.Detail)
-		} else {
-			h.Until = l.now().Add(retryAfter) // the release time is not reported; ours approximates it
-		}
+		h.Until = s.Hold.Until
 		l.recordLocked(queue, h)
 	}
 	switch s.Word {
 	case store.Reopened:
 		r := base
 		r.Kind = KindReopen
+		r.Time = s.ReopenedAt
 		r.Probe = true
 		l.recordLocked(queue, r)
 	case store.Dead:

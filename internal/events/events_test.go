@@ -45,7 +45,8 @@ func TestBackpressureRoundIsTold(t *testing.T) {
 	// A 429 holds the queue.
 	l.Claimed("q", store.ClaimedJob{ID: "j1", Attempt: 1})
 	settled(l, "q", store.Outcome{ID: "j1", Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: 1500 * time.Millisecond},
-		store.Settled{Word: "DEFERRED", Detail: strconv.FormatInt(release.UnixMilli(), 10)}, time.Millisecond)
+		store.Settled{Word: "DEFERRED", Detail: strconv.FormatInt(release.UnixMilli(), 10),
+			Hold: store.QueueHold{Change: store.HoldStarted, Until: release, At: release.Add(-1500 * time.Millisecond)}}, time.Millisecond)
 	// The probe goes out and succeeds.
 	l.Claimed("q", store.ClaimedJob{ID: "j1", Attempt: 1, DeferCount: 1, Probe: true})
 	settled(l, "q", store.Outcome{ID: "j1", Kind: store.OutcomeOK, StatusCode: 200}, store.Settled{Word: "REOPENED"}, time.Millisecond)
@@ -81,7 +82,8 @@ func TestDeadAndRetry(t *testing.T) {
 func TestCallbacks(t *testing.T) {
 	l := New(10)
 	callback(l, "q", store.Callback{JobID: "a", Kind: store.CallbackDefer, RetryAfter: 30 * time.Second, Reason: "anthropic 429"},
-		store.Settled{Word: "DEFERRED", Detail: "1800000000000"})
+		store.Settled{Word: "DEFERRED", Detail: "1800000000000",
+			Hold: store.QueueHold{Change: store.HoldStarted, Until: time.UnixMilli(1800000000000), At: time.UnixMilli(1799999970000)}})
 	callback(l, "q", store.Callback{JobID: "b", Kind: store.CallbackDefer, Scope: store.ScopeJob, RetryAfter: time.Second},
 		store.Settled{Word: "DEFERRED", Detail: "1800000000000"})
 	callback(l, "q", store.Callback{JobID: "c", Kind: store.CallbackAck}, store.Settled{Word: "REOPENED"})

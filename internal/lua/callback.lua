@@ -14,7 +14,7 @@
 -- Returns {word, detail, hold}:
 --   NOTFOUND | CONFLICT <state> | STALE <current attempt> | ACKED (repeat ack
 --   of a completed job) | the words of settle.lua for the applied outcome.
---   hold as in settle.lua (callbacks never trip the breaker: "").
+--   hold as in settle.lua (callbacks never trip the breaker).
 -- REPEATED: the same nack or defer sent again (same kind and attempt,
 -- within a minute, while the job waits or has ended): it was applied once
 -- and changes nothing now. A worker that retries after a 503 whose callback
@@ -52,6 +52,4 @@ local counts = {}
 stats_outcome(counts, now, kind, code, word, now + (retry_after or 0), deferred_scope == 'queue')
 LANE.flush(now)
 stats_flush(KEYS[KX + 1], now, counts)
-local hold = ''
-if deferred_scope == 'key' then hold = fmt('key|%d', deferred_release) end
-return { word, detail, hold }
+return { word, detail, hold_reply(word) }

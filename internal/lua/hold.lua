@@ -12,11 +12,14 @@
 
 -- Backpressure asks for a hold until release: the latest release wins, and
 -- the hold's reason is that defer's; an earlier one changes nothing.
--- Returns whether h changed.
-local function hold_apply(h, release, reason)
-  if h.held and release <= h.until_ms then return false end
+-- Returns what changed at now, the transition scripts report (store.HoldChange):
+-- 'start' (h was open, or probing: its release had passed), 'extend' (held,
+-- the release moved later) or nil (an earlier release: nothing).
+local function hold_apply(h, release, reason, now)
+  if h.held and release <= h.until_ms then return nil end
+  local change = (h.held and now and now < h.until_ms) and 'extend' or 'start'
   h.held, h.until_ms, h.reason = true, release, reason or ''
-  return true
+  return change
 end
 
 -- What a claim may do at now: 'open' (not held), 'held' (until its

@@ -322,8 +322,10 @@ local function is_probe(id)
 end
 
 -- The probe's delivery ended without success: the next job becomes the probe.
+local hold_note
 local function drop_probe(id)
   if is_probe(id) then
+    hold_note('probe')
     hold_end_probe(queue_hold(), id, false, 0)
     redis.call('HSET', K_STATE, 'probe_job', '')
   end
@@ -432,6 +434,38 @@ local tripped = nil
 local deferred_scope, deferred_release = nil, nil
 local fails_zero = false -- this call already saw or made the count 0
 
+-- What the current outcome did to the queue's hold, as data with Redis'
+-- times, for the reply (store.parseHold): "hold|<start|extend|keep>|<until
+-- ms>|<at ms>" (a queue-scope defer or a breaker trip; until is the queue's
+-- release after it), "probe" (it ended the queue's probe), "reopen|<at ms>".
+-- nil: nothing. settle.lua and callback.lua reset it per outcome.
+local hold_notes = nil
+hold_note = function(note)
+  if hold_notes == nil then hold_notes = {} end
+  hold_notes[#hold_notes + 1] = note
+end
+
+-- The hold value of a settle or callback reply for the outcome just
+-- applied: the breaker's release it tripped or the lane release it asked
+-- for first (settle.lua's header), then hold_notes, space-separated.
+local function hold_reply(word)
+  local first = ''
+  if tripped then
+    first = fmt('breaker|%d', tripped)
+  elseif deferred_scope == 'key' and word ~= 'STALE' then
+    first = fmt('key|%d', deferred_release)
+  end
+  if hold_notes == nil then return first end
+  local notes = table.concat(hold_notes, ' ')
+  if first == '' then return notes end
+  return first .. ' ' .. notes
+end
+
+-- Forgets what the previous outcome of this call did (hold_reply).
+local function hold_reply_reset()
+  tripped, deferred_scope, hold_notes = nil, nil, nil
+end
+
 local function breaker_reset()
   if P.breaker_failures > 0 and not fails_zero then
     if state_get('fails') ~= '0' then redis.call('HSET', K_STATE, 'fails', '0') end
@@ -452,7 +486,9 @@ local function breaker_failure(now, err)
   local reason = fmt('breaker: %d consecutive failures', n)
   if err ~= '' then reason = reason .. '; last: ' .. string.sub(err, 1, 200) end
   local h = queue_hold()
-  if hold_apply(h, release, reason) then queue_hold_write(h) end
+  local change = hold_apply(h, release, reason, now)
+  if change then queue_hold_write(h) end
+  hold_note(fmt('hold|%s|%d|%d', change or 'keep', h.until_ms, now))
   tripped = release
 end
 
@@ -478,7 +514,11 @@ local function on_success(id, m, payload, now, status, code)
     local h = queue_hold()
     local reopened = hold_end_probe(h, id, true, now)
     queue_hold_write(h)
-    if reopened then return 'REOPENED', '' end
+    hold_note('probe')
+    if reopened then
+      hold_note(fmt('reopen|%d', now))
+      return 'REOPENED', ''
+    end
   end
   return 'COMPLETED', ''
 end
@@ -527,7 +567,9 @@ local function on_defer(id, m, payload, now, retry_after, scope, reason, code)
     -- The latest release wins, and the hold's reason is that defer's: one
     -- that releases earlier changes neither (hold.lua).
     local h = queue_hold()
-    if hold_apply(h, release, reason) then queue_hold_write(h) end
+    local change = hold_apply(h, release, reason, now)
+    if change then queue_hold_write(h) end
+    hold_note(fmt('hold|%s|%d|%d', change or 'keep', h.until_ms, now))
   elseif scope == 'key' then
     LANE.defer(m, release, reason)
   end
@@ -1175,7 +1217,7 @@ local function stats_settle(key, now, out, n, claim)
     end
     stats_outcome(c, now, kind, tonumber(ARGV[b + 3]), out[i * 3 + 1], release,
       string.sub(out[i * 3 + 3] or '', 1, 4) ~= 'key|')
-    local tripped_at = string.match(out[i * 3 + 3] or '', '^breaker|(%d+)$')
+    local tripped_at = string.match(out[i * 3 + 3] or '', '^breaker|(%d+)')
     if tripped_at then stats_hold(c, now, tonumber(tripped_at)) end
   end
   stats_claim(c, claim)

@@ -24,7 +24,10 @@
 -- claim was asked for, by claim.lua's reply {word, wake_ms, jobs...}.
 --   hold: "" or "breaker|<release ms>" when this outcome (a failure) held
 --   the queue by the breaker (semantics.md §4b), or "key|<release ms>"
---   when a 429/503/529 of a keyed job held its lane (keys.md §3).
+--   when a 429/503/529 of a keyed job held its lane (keys.md §3); then,
+--   space-separated, what it did to the queue's hold with Redis' times
+--   (lib.lua hold_reply: "hold|<start|extend|keep>|<until>|<at>", "probe",
+--   "reopen|<at>").
 --   A "defer" outcome holds the job's lane when the job has a flow key and
 --   the queue's flowKeys.holdScope is key, else the queue.
 -- A call sent again (the same token prefix, within one lease) is answered
@@ -62,8 +65,7 @@ for i = 0, n - 1 do
   else
     retry_after = tonumber(retry_after)
   end
-  tripped = nil
-  deferred_scope = nil
+  hold_reply_reset()
   local rec, lease = recs[i + 1], leases[i + 1]
   local word, detail
   -- The fast path: the first delivery of a job, a 2xx in standard mode, not
@@ -147,13 +149,7 @@ for i = 0, n - 1 do
   if word ~= 'STALE' then written[id] = true end
   out[#out + 1] = word
   out[#out + 1] = detail
-  if tripped then
-    out[#out + 1] = fmt('breaker|%d', tripped)
-  elseif deferred_scope == 'key' and word ~= 'STALE' then
-    out[#out + 1] = fmt('key|%d', deferred_release)
-  else
-    out[#out + 1] = ''
-  end
+  out[#out + 1] = hold_reply(word)
 end
 if #done_ids > 0 then
   redis.call('ZREM', K_INFLIGHT, unpack(done_ids))

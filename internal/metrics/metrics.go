@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -133,13 +132,6 @@ type Metrics struct {
 	publishToDeliveryBy seriesCache[string, prometheus.Observer]
 	scriptDurationBy    seriesCache[string, prometheus.Observer]
 
-	mu sync.Mutex
-	// probesOut are this daemon's probe deliveries whose result is not known
-	// yet (in flight, or in ack mode awaiting the worker's callback).
-	probesOut map[string]probeEntry
-	// heldUntil is, per queue, the latest hold release (ms, Redis' clock) this
-	// daemon caused or saw; a defer before it extends a hold, not starts one.
-	heldUntil map[string]int64
 }
 
 // seriesCache remembers a metric vector's children by label values.
@@ -156,15 +148,6 @@ func (c *seriesCache[K, M]) get(key K, create func() M) M {
 	v, _ := c.m.LoadOrStore(key, create())
 	return v.(M)
 }
-
-type probeEntry struct {
-	queue string
-	since time.Time
-}
-
-// probeForget bounds how long an unresolved probe is remembered: an ack-mode
-// probe whose callback lands on another daemon never resolves here.
-const probeForget = 24 * time.Hour
 
 // New builds the series and registers them, with the Go runtime and process
 // collectors, in a registry of its own.
@@ -195,8 +178,6 @@ func New(opts Options) *Metrics {
 		log:        opts.Logger,
 		now:        opts.Now,
 		maxScrapes: opts.MaxScrapesInFlight,
-		probesOut:  map[string]probeEntry{},
-		heldUntil:  map[string]int64{},
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "simpleqd_jobs_published_total",
 			Help: "New jobs stored by this daemon's API (idempotent repeats are not counted).",
@@ -213,8 +194,8 @@ func New(opts Options) *Metrics {
 		}, []string{"queue", "result"}),
 		holdsStarted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "simpleqd_holds_started_total",
-			Help: "Queue-scope backpressure holds started by defers this daemon recorded (approximate: a defer that " +
-				"extends a hold another daemon started is counted as a start here).",
+			Help: "Queue-scope backpressure holds started (the queue was open or probing) by defers and breaker trips " +
+				"this daemon recorded, as Redis reported them: a defer that extends a hold is not a start.",
 		}, []string{"queue"}),
 		breakerHolds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "simpleqd_breaker_holds_total",
@@ -368,8 +349,7 @@ func (m *Metrics) Reaped(queue string, r store.Reaped) {
 
 // Claimed is called by the dispatcher for every job it takes for delivery.
 // A first delivery (attempt 1, never deferred) observes publish-to-delivery
-// latency; a probe is remembered until its result is known; a lane's probe
-// is counted.
+// latency; a lane's probe is counted.
 func (m *Metrics) Claimed(queue string, j store.ClaimedJob) {
 	now := m.now()
 	if j.LaneProbe {
@@ -379,16 +359,6 @@ func (m *Metrics) Claimed(queue string, j store.ClaimedJob) {
 		// CreatedAt is on Redis' clock, now on ours: clamp small skew.
 		m.publishToDeliveryBy.get(queue, func() prometheus.Observer { return m.publishToDelivery.WithLabelValues(queue) }).
 			Observe(max(0, now.Sub(j.CreatedAt).Seconds()))
-	}
-	if j.Probe {
-		m.mu.Lock()
-		for id, e := range m.probesOut {
-			if now.Sub(e.since) > probeForget {
-				delete(m.probesOut, id)
-			}
-		}
-		m.probesOut[j.ID] = probeEntry{queue: queue, since: now}
-		m.mu.Unlock()
 	}
 }
 
@@ -404,10 +374,11 @@ func (m *Metrics) Claimed(queue string, j store.ClaimedJob) {
 // (the outcome was ignored because the job moved on) is labelled by what
 // the webhook did.
 //
-// For both: deaths, lane holds, holds started by queue-scope defers and the
-// breaker, and the result of a probe. A callback's probe result is counted
-// only where it is known: always for REOPENED (only a probe's ack reopens
-// a queue), otherwise only on the daemon that delivered the probe.
+// For both: deaths, lane holds, and, from what the script reported with
+// Redis' times (store.Settled Hold and ProbeEnded), holds started by
+// queue-scope defers and the breaker and the result of the queue's probe:
+// exact on whichever daemon recorded the outcome, an ack-mode probe's on
+// the one that received its callback.
 func (m *Metrics) Settled(s store.Settlement) {
 	queue, r := s.Queue, s.Result
 	callback := s.Source == store.FromCallback
@@ -428,93 +399,28 @@ func (m *Metrics) Settled(s store.Settlement) {
 	if !r.LaneUntil.IsZero() {
 		m.laneHolds.WithLabelValues(queue).Inc()
 	}
-	// A queue-scope defer: a 429/503/529, or a defer callback of scope
-	// queue, of a job without a lane's hold (keys.md §3), even when the
-	// reporting job dies of it.
-	var queueDefer bool
-	ra := s.Outcome.RetryAfter
-	if callback {
-		queueDefer = s.Callback.Kind == store.CallbackDefer && s.Callback.Scope != store.ScopeJob && r.LaneUntil.IsZero()
-		ra = s.Callback.RetryAfter
-	} else {
-		queueDefer = s.Outcome.Kind == store.OutcomeDefer && r.LaneUntil.IsZero()
-		if !s.Outcome.RetryAt.IsZero() {
-			// An HTTP-date: the wait was computed on Redis' clock; ours
-			// approximates it for telling holds apart.
-			ra = max(time.Until(s.Outcome.RetryAt), 0)
+	// What the outcome did to the queue's hold is reported by the script
+	// that applied it, on Redis' clock (store.Settled.Hold): a start is a
+	// start fleet-wide, whichever daemon recorded the outcome.
+	if r.Hold.Change == store.HoldStarted {
+		m.holdsStarted.WithLabelValues(queue).Inc()
+		if !r.BreakerUntil.IsZero() {
+			m.breakerHolds.WithLabelValues(queue).Inc()
 		}
 	}
-
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, probe := m.probesOut[s.JobID]
-	if r.Word == store.Awaiting {
-		return // ack mode: the callback decides the probe
-	}
-	if r.Word == store.Reopened {
-		probe = true // only a probe's success reopens a queue
-		delete(m.heldUntil, queue)
-	}
-	delete(m.probesOut, s.JobID)
-	if !r.BreakerUntil.IsZero() {
-		m.noteBreakerHold(queue, probe, r.BreakerUntil)
-	}
-	if queueDefer && (r.Word == store.Deferred || r.Word == store.Dead) {
-		m.noteQueueDefer(queue, probe, ra, r)
-	}
-	if !probe {
-		return
+	if !r.ProbeEnded {
+		return // not the queue's probe, or an ack-mode probe awaiting its callback
 	}
 	switch {
 	case r.Word == store.Completed || r.Word == store.Reopened:
 		m.probes.WithLabelValues(queue, ProbeSuccess).Inc()
-	case queueDefer || (!callback && s.Outcome.Kind == store.OutcomeDefer):
-		m.probes.WithLabelValues(queue, ProbeBackpressure).Inc()
-	case callback || s.Outcome.Kind == store.OutcomeFail:
-		// nack, or a job-scope defer: the queue stays probing with the next job.
+	case r.Word == store.Released || r.Word == store.Stale:
+		// No result; a new probe is chosen by the next claim.
+	case r.Hold.Change != "" && r.BreakerUntil.IsZero():
+		m.probes.WithLabelValues(queue, ProbeBackpressure).Inc() // a queue-scope defer held it again
+	default:
+		// A failure, a nack, a job- or lane-scope defer: the next job probes.
 		m.probes.WithLabelValues(queue, ProbeFailure).Inc()
-	}
-	// RELEASED and STALE: no result; a new probe is chosen by the next claim.
-}
-
-// noteQueueDefer counts a hold start when a queue-scope defer did not fall
-// inside a hold this daemon already knew of. The defer's time on Redis' clock
-// is its release time (DEFERRED's detail) minus retryAfter, so the comparison
-// needs no local clock; when the job died of the defer the release time is
-// not reported and the local clock stands in. A probe's defer always starts a
-// new hold (the queue was probing, not held). Callers hold m.mu.
-func (m *Metrics) noteQueueDefer(queue string, probe bool, retryAfter time.Duration, s store.Settled) {
-	ra := retryAfter.Milliseconds()
-	var at int64
-	release, err := strconv.ParseInt(s.Detail, 10, 64)
-	if s.Word == store.Deferred && err == nil {
-		at = release - ra
-	} else {
-		at = m.now().UnixMilli()
-		release = at + ra
-	}
-	until, known := m.heldUntil[queue]
-	if probe || !known || at >= until {
-		m.holdsStarted.WithLabelValues(queue).Inc()
-	}
-	if !known || release > until {
-		m.heldUntil[queue] = release
-	}
-}
-
-// noteBreakerHold counts a breaker hold (semantics.md §4b) as a hold start
-// when it did not fall inside a hold this daemon already knew of: the
-// failure that tripped it, or a failed probe (the queue was probing).
-// Callers hold m.mu.
-func (m *Metrics) noteBreakerHold(queue string, probe bool, until time.Time) {
-	release := until.UnixMilli()
-	known, ok := m.heldUntil[queue]
-	if probe || !ok || m.now().UnixMilli() >= known {
-		m.holdsStarted.WithLabelValues(queue).Inc()
-		m.breakerHolds.WithLabelValues(queue).Inc()
-	}
-	if !ok || release > known {
-		m.heldUntil[queue] = release
 	}
 }
 

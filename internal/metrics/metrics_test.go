@@ -148,37 +148,45 @@ func TestProbeResultsAndHolds(t *testing.T) {
 	now := t0
 	m := newMetrics(metrics.Options{Now: func() time.Time { return now }})
 	q := "emails"
-	defer429 := func(id string, at time.Time, ra time.Duration) {
+	// What settle.lua reported of each outcome's effect on the queue's hold
+	// (store.Settled Hold, ProbeEnded), on Redis' clock: the counts follow
+	// it, with no copy of the hold kept here.
+	hold := func(change store.HoldChange, at time.Time, until time.Time) store.QueueHold {
+		return store.QueueHold{Change: change, Until: until, At: at}
+	}
+	defer429 := func(id string, at time.Time, ra time.Duration, h store.QueueHold, probe bool) {
 		settled(m, q, store.Outcome{ID: id, Kind: store.OutcomeDefer, StatusCode: 429, RetryAfter: ra},
-			store.Settled{Word: "DEFERRED", Detail: ms(at.Add(ra))}, time.Millisecond)
+			store.Settled{Word: "DEFERRED", Detail: ms(at.Add(ra)), Hold: h, ProbeEnded: probe}, time.Millisecond)
 	}
 	// Two in-flight deliveries are rate limited: the second defer (T+4s, 2s)
 	// pushes the hold out (T+6 > T+5) but starts nothing new.
-	defer429("a", t0, 5*time.Second)
-	defer429("b", t0.Add(4*time.Second), 2*time.Second)
+	defer429("a", t0, 5*time.Second, hold(store.HoldStarted, t0, t0.Add(5*time.Second)), false)
+	defer429("b", t0.Add(4*time.Second), 2*time.Second, hold(store.HoldExtended, t0.Add(4*time.Second), t0.Add(6*time.Second)), false)
 	// An operator resume cut the hold short at T+5.5 and the probe is rate
 	// limited again: a new hold, though T+5.5 is inside the release (T+6)
-	// this daemon knew of.
+	// the last defer asked for.
 	m.Claimed(q, store.ClaimedJob{ID: "a", Attempt: 1, DeferCount: 1, Probe: true})
-	defer429("a", t0.Add(5500*time.Millisecond), 10*time.Second)
+	defer429("a", t0.Add(5500*time.Millisecond), 10*time.Second,
+		hold(store.HoldStarted, t0.Add(5500*time.Millisecond), t0.Add(15500*time.Millisecond)), true)
 	// The next probe fails (the next job probes), then one succeeds.
 	m.Claimed(q, store.ClaimedJob{ID: "a", Attempt: 1, DeferCount: 2, Probe: true})
-	settled(m, q, store.Outcome{ID: "a", Kind: store.OutcomeFail, StatusCode: 500}, store.Settled{Word: "RETRY", Detail: "1"}, time.Millisecond)
+	settled(m, q, store.Outcome{ID: "a", Kind: store.OutcomeFail, StatusCode: 500}, store.Settled{Word: "RETRY", Detail: "1", ProbeEnded: true}, time.Millisecond)
 	m.Claimed(q, store.ClaimedJob{ID: "b", Attempt: 1, DeferCount: 1, Probe: true})
-	settled(m, q, store.Outcome{ID: "b", Kind: store.OutcomeOK, StatusCode: 200}, store.Settled{Word: "REOPENED"}, time.Millisecond)
+	settled(m, q, store.Outcome{ID: "b", Kind: store.OutcomeOK, StatusCode: 200}, store.Settled{Word: "REOPENED", ProbeEnded: true, ReopenedAt: t0.Add(16 * time.Second)}, time.Millisecond)
 	// A defer after the reopen starts a hold even though its time is before
-	// the last release this daemon knew (an operator resume ended it early).
-	defer429("c", t0.Add(8*time.Second), time.Second)
+	// the last release a defer asked for (an operator resume ended it early).
+	defer429("c", t0.Add(8*time.Second), time.Second, hold(store.HoldStarted, t0.Add(8*time.Second), t0.Add(9*time.Second)), false)
 	// A non-probe failure is no probe result.
 	settled(m, q, store.Outcome{ID: "d", Kind: store.OutcomeFail}, store.Settled{Word: "RETRY", Detail: "1"}, time.Millisecond)
 	// A probe handed back at shutdown has no result.
 	m.Claimed(q, store.ClaimedJob{ID: "e", Attempt: 1, Probe: true})
-	settled(m, q, store.Outcome{ID: "e", Kind: store.OutcomeRelease}, store.Settled{Word: "RELEASED"}, time.Millisecond)
+	settled(m, q, store.Outcome{ID: "e", Kind: store.OutcomeRelease}, store.Settled{Word: "RELEASED", ProbeEnded: true}, time.Millisecond)
 	// A probe that dies of its defer still holds the queue: backpressure.
 	now = t0.Add(time.Hour)
 	m.Claimed(q, store.ClaimedJob{ID: "f", Attempt: 1, DeferCount: 50, Probe: true})
 	settled(m, q, store.Outcome{ID: "f", Kind: store.OutcomeDefer, StatusCode: 503, RetryAfter: time.Minute},
-		store.Settled{Word: "DEAD", Detail: "defer_cap_exhausted"}, time.Millisecond)
+		store.Settled{Word: "DEAD", Detail: "defer_cap_exhausted", ProbeEnded: true,
+			Hold: hold(store.HoldStarted, now, now.Add(time.Minute))}, time.Millisecond)
 	compare(t, m, `
 		simpleqd_probes_total{queue="emails",result="success"} 1
 		simpleqd_probes_total{queue="emails",result="backpressure"} 2
@@ -197,21 +205,22 @@ func TestAckModeProbeResolvesOnCallback(t *testing.T) {
 	compare(t, m, `simpleqd_deliveries_total{outcome="success",queue="tasks"} 1`, "simpleqd_deliveries_total")
 	require.Equal(t, 0, testutil.CollectAndCount(m.Registry(), "simpleqd_probes_total"))
 
-	// nack: the next job probes.
-	callback(m, q, store.Callback{JobID: "p1", Kind: store.CallbackNack, Retryable: true}, store.Settled{Word: "RETRY", Detail: "1"})
+	// nack: the next job probes (callback.lua reports that it ended the probe).
+	callback(m, q, store.Callback{JobID: "p1", Kind: store.CallbackNack, Retryable: true}, store.Settled{Word: "RETRY", Detail: "1", ProbeEnded: true})
 	// A job-scope defer of a probe does not hold the queue: a failed probe.
 	m.Claimed(q, store.ClaimedJob{ID: "p2", Attempt: 1, Probe: true})
 	settled(m, q, store.Outcome{ID: "p2", Kind: store.OutcomeDelivered}, store.Settled{Word: "AWAITING", Detail: "1"}, time.Millisecond)
 	callback(m, q, store.Callback{JobID: "p2", Kind: store.CallbackDefer, Scope: store.ScopeJob, RetryAfter: time.Second},
-		store.Settled{Word: "DEFERRED", Detail: ms(t0.Add(time.Second))})
+		store.Settled{Word: "DEFERRED", Detail: ms(t0.Add(time.Second)), ProbeEnded: true})
 	// A queue-scope defer holds it again.
 	m.Claimed(q, store.ClaimedJob{ID: "p3", Attempt: 1, Probe: true})
 	settled(m, q, store.Outcome{ID: "p3", Kind: store.OutcomeDelivered}, store.Settled{Word: "AWAITING", Detail: "1"}, time.Millisecond)
 	callback(m, q, store.Callback{JobID: "p3", Kind: store.CallbackDefer, Scope: store.ScopeQueue, RetryAfter: time.Second},
-		store.Settled{Word: "DEFERRED", Detail: ms(t0.Add(time.Second))})
+		store.Settled{Word: "DEFERRED", Detail: ms(t0.Add(time.Second)), ProbeEnded: true,
+			Hold: store.QueueHold{Change: store.HoldStarted, Until: t0.Add(time.Second), At: t0}})
 	// An ack that reopens counts even on a daemon that did not deliver it.
-	callback(m, q, store.Callback{JobID: "elsewhere", Kind: store.CallbackAck}, store.Settled{Word: "REOPENED"})
-	// A nack of a job that was not a probe here: no probe result; its death counts.
+	callback(m, q, store.Callback{JobID: "elsewhere", Kind: store.CallbackAck}, store.Settled{Word: "REOPENED", ProbeEnded: true})
+	// A nack of a job that was not a probe: no probe result; its death counts.
 	callback(m, q, store.Callback{JobID: "x", Kind: store.CallbackNack}, store.Settled{Word: "DEAD", Detail: "nacked"})
 	// A repeated ack changes nothing.
 	callback(m, q, store.Callback{JobID: "x", Kind: store.CallbackAck}, store.Settled{Word: "ACKED"})

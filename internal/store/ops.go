@@ -396,20 +396,14 @@ type Settled struct {
 	// or a defer of a keyed job) asked of its lane's hold (keys.md §3): a
 	// DEFERRED or DEAD with it held the lane, not the queue.
 	LaneUntil time.Time
-}
-
-// parseHold reads the hold value of a settle or callback reply into s.
-func parseHold(s *Settled, v any) {
-	h := toStr(v)
-	if ms, ok := strings.CutPrefix(h, "breaker|"); ok {
-		if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
-			s.BreakerUntil = fromMS(n)
-		}
-	} else if ms, ok := strings.CutPrefix(h, "key|"); ok {
-		if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
-			s.LaneUntil = fromMS(n)
-		}
-	}
+	// Hold is what the outcome (a queue-scope defer, a breaker trip) did
+	// to the queue's hold, with Redis' times; zero when nothing.
+	Hold QueueHold
+	// ProbeEnded: the outcome ended the queue's probe (its success, its
+	// failure or backpressure, or its hand-back).
+	ProbeEnded bool
+	// ReopenedAt is Redis' time when the outcome (Reopened) reopened the queue.
+	ReopenedAt time.Time
 }
 
 // Settle records outcomes of this daemon's deliveries in one script call.
@@ -478,7 +472,9 @@ func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []O
 			return nil, ClaimResult{}, fmt.Errorf("settle on queue %s: %w", q.Name, err)
 		}
 		out[i] = Settled{Word: w, Detail: toStr(arr[3*i+1])}
-		parseHold(&out[i], arr[3*i+2])
+		if err := parseHold(&out[i], arr[3*i+2]); err != nil {
+			return nil, ClaimResult{}, fmt.Errorf("settle on queue %s: %w", q.Name, err)
+		}
 	}
 	var claim ClaimResult
 	if max > 0 {
@@ -518,7 +514,9 @@ func (s *Store) Callback(ctx context.Context, q config.Queue, cb Callback) (Sett
 		return Settled{}, fmt.Errorf("callback on queue %s: %w", q.Name, err)
 	}
 	r := Settled{Word: w, Detail: toStr(arr[1])}
-	parseHold(&r, arr[2])
+	if err := parseHold(&r, arr[2]); err != nil {
+		return Settled{}, fmt.Errorf("callback on queue %s: %w", q.Name, err)
+	}
 	switch r.Word {
 	case NotFound:
 		return r, ErrNotFound
