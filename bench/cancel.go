@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/simpleq/simpleqd/internal/config"
+	"github.com/simpleq/simpleqd/internal/queueparams"
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
@@ -101,7 +102,7 @@ func fillCancel(ctx context.Context, st *store.Store, q config.Queue, n int, del
 		jobs[i] = store.NewJob{Payload: payload, Delay: delay}
 	}
 	for i := 0; i < n; i += len(jobs) {
-		if _, err := st.Publish(ctx, q, jobs[:min(len(jobs), n-i)]); err != nil {
+		if _, err := st.Publish(ctx, queueparams.Of(q), jobs[:min(len(jobs), n-i)]); err != nil {
 			return err
 		}
 	}
@@ -295,7 +296,7 @@ func measureCancel(ctx context.Context, rs *redisProc, st *store.Store, q config
 		cur := store.StartCancel
 		for !cur.Done() && time.Since(began)-(paused-pausedBefore) < 9*time.Second {
 			c0, w0 := schedstat(pid)
-			step, err := st.BulkCancelStep(ctx, q, f, "bench", cur, store.DefaultCancelLimits)
+			step, err := st.BulkCancelStep(ctx, queueparams.Of(q), f, "bench", cur, store.DefaultCancelLimits)
 			if err != nil {
 				return m, err
 			}

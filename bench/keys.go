@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/simpleq/simpleqd/internal/config"
+	"github.com/simpleq/simpleqd/internal/queueparams"
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
@@ -450,7 +451,7 @@ func laneMemoryRows(ctx context.Context, work string, o options, payload string,
 				}
 				batch = append(batch, store.NewJob{Payload: body, FlowKey: fk})
 			}
-			if _, err := st.Publish(ctx, q, batch); err != nil {
+			if _, err := st.Publish(ctx, queueparams.Of(q), batch); err != nil {
 				return err
 			}
 		}
@@ -490,7 +491,7 @@ func laneMemoryRows(ctx context.Context, work string, o options, payload string,
 		if time.Now().After(deadline) {
 			return fmt.Errorf("lane memory: the queue did not drain in 2 minutes")
 		}
-		cl, err := st.Claim(ctx, q, 1000)
+		cl, err := st.Claim(ctx, queueparams.Of(q), 1000)
 		if err != nil {
 			return err
 		}
@@ -501,7 +502,7 @@ func laneMemoryRows(ctx context.Context, work string, o options, payload string,
 		for k, j := range cl.Jobs {
 			outs[k] = store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeOK, StatusCode: 200}
 		}
-		if _, err := st.Settle(ctx, q, outs); err != nil {
+		if _, err := st.Settle(ctx, queueparams.Of(q), outs); err != nil {
 			return err
 		}
 	}

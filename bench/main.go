@@ -38,6 +38,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/simpleq/simpleqd/internal/config"
+	"github.com/simpleq/simpleqd/internal/queueparams"
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
@@ -656,7 +657,7 @@ func claimCost(ctx context.Context, rs *redisProc, big int, payload string) (sma
 			for j := 0; j < 1000 && i+j < n; j++ {
 				jobs = append(jobs, store.NewJob{Payload: json.RawMessage(`{"data":"` + payload + `"}`)})
 			}
-			if _, err := st.Publish(ctx, qq, jobs); err != nil {
+			if _, err := st.Publish(ctx, queueparams.Of(qq), jobs); err != nil {
 				return err
 			}
 		}
@@ -666,7 +667,7 @@ func claimCost(ctx context.Context, rs *redisProc, big int, payload string) (sma
 		const rounds, per = 200, 5
 		start := time.Now()
 		for i := 0; i < rounds; i++ {
-			res, err := st.Claim(ctx, qq, per)
+			res, err := st.Claim(ctx, queueparams.Of(qq), per)
 			if err != nil {
 				return 0, err
 			}
@@ -674,7 +675,7 @@ func claimCost(ctx context.Context, rs *redisProc, big int, payload string) (sma
 			for k, j := range res.Jobs {
 				outs[k] = store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeOK, StatusCode: 200}
 			}
-			if _, err := st.Settle(ctx, qq, outs); err != nil {
+			if _, err := st.Settle(ctx, queueparams.Of(qq), outs); err != nil {
 				return 0, err
 			}
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/simpleq/simpleqd/internal/fastserve"
 	"github.com/simpleq/simpleqd/internal/ingest"
 	"github.com/simpleq/simpleqd/internal/metrics"
+	"github.com/simpleq/simpleqd/internal/queueparams"
 	"github.com/simpleq/simpleqd/internal/queuesync"
 	"github.com/simpleq/simpleqd/internal/redisconn"
 	"github.com/simpleq/simpleqd/internal/store"
@@ -57,7 +58,7 @@ type Daemon struct {
 	api  apiQueues
 	// sync keeps the API queues in step with Redis (package queuesync).
 	sync  *queuesync.Syncer
-	store *store.Store
+	store queueparams.Store
 	// ingest merges concurrent publishes per queue into one script call.
 	ingest *ingest.Coalescer
 	rdb    redis.UniversalClient
@@ -107,8 +108,8 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prepare scripts: %w", err)
 	}
-	d.store = st
-	d.ingest = ingest.New(st).WithCallTimeout(apiCallTimeout)
+	d.store = queueparams.Wrap(st)
+	d.ingest = ingest.New(d.store).WithCallTimeout(apiCallTimeout)
 	d.events = events.New(events.DefaultCapacity)
 	if d.tracing, err = tracing.New(context.Background(), cfg.Tracing, Version, log); err != nil {
 		return nil, err
@@ -125,7 +126,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 	}
 	d.deliverer = dispatch.NewDeliverer("simpleqd/" + Version).WithTracer(d.tracing.Tracer()).WithWebhookPolicy(policy)
 	d.disp = dispatch.New(dispatch.Options{
-		Store:      st,
+		Store:      d.store,
 		Deliverer:  d.deliverer,
 		Observer:   events.Observers(d.metrics, d.events),
 		Logger:     log,

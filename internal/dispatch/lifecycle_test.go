@@ -17,6 +17,7 @@ import (
 
 	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/dispatch"
+	"github.com/simpleq/simpleqd/internal/queueparams"
 	"github.com/simpleq/simpleqd/internal/redistest"
 	"github.com/simpleq/simpleqd/internal/store"
 	"github.com/simpleq/simpleqd/internal/wakeup"
@@ -33,7 +34,7 @@ const pumpIdle = 20 * time.Millisecond
 // node is one daemon's worth of dispatching: a store, a wake-up bus and a
 // dispatcher, on a shared Redis.
 type node struct {
-	st    *store.Store
+	st    queueparams.Store
 	bus   *wakeup.Bus
 	disp  *dispatch.Dispatcher
 	ended atomic.Int32 // pumps that ended
@@ -43,8 +44,9 @@ type node struct {
 
 func startNode(t *testing.T, rd *redistest.Server, queues map[string]config.Queue) *node {
 	t.Helper()
-	st, err := store.New(rd.Client(t), store.Options{Prefix: "lc", LeaseMargin: 50 * time.Millisecond})
+	raw, err := store.New(rd.Client(t), store.Options{Prefix: "lc", LeaseMargin: 50 * time.Millisecond})
 	require.NoError(t, err)
+	st := queueparams.Wrap(raw)
 	require.NoError(t, st.Load(context.Background()))
 	n := &node{st: st, subscribed: make(chan struct{})}
 	n.disp = dispatch.New(dispatch.Options{Store: st, Deliverer: dispatch.NewDeliverer("t"), Logger: zap.NewNop(),
@@ -208,8 +210,9 @@ func TestRetiredPumpReapsExpiredLease(t *testing.T) {
 	h := newHook(t, ok200)
 	q := lifecycleQueue("cust-4", h.URL)
 	q.Timeout = 300 * time.Millisecond // lease: timeout + 50ms margin
-	st, err := store.New(rd.Client(t), store.Options{Prefix: "lc", LeaseMargin: 50 * time.Millisecond})
+	raw, err := store.New(rd.Client(t), store.Options{Prefix: "lc", LeaseMargin: 50 * time.Millisecond})
 	require.NoError(t, err)
+	st := queueparams.Wrap(raw)
 	require.NoError(t, st.Load(context.Background()))
 	res, err := st.Publish(context.Background(), q, []store.NewJob{{Payload: json.RawMessage(`{}`)}})
 	require.NoError(t, err)

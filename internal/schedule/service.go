@@ -6,6 +6,7 @@ import (
 
 	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/cronspec"
+	"github.com/simpleq/simpleqd/internal/queueparams"
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
@@ -13,7 +14,7 @@ import (
 // API) and the config file: it computes a schedule's first tick on Redis'
 // clock and stores it. Every daemon's Runner then fires it.
 type Service struct {
-	Store *store.Store
+	Store queueparams.Store
 	// Kick, when set, wakes this daemon's Runner after a change (the fleet's
 	// are woken over pub/sub by the store).
 	Kick func()

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/lua"
 )
 
@@ -46,7 +45,7 @@ func CancelError(reason string) string {
 // Cancel makes one job dead / cancelled in one script call. It returns
 // ErrNotFound for an unknown (or purged) job and ErrConflict for one that
 // is already completed or dead.
-func (s *Store) Cancel(ctx context.Context, q config.Queue, id, reason string) (Cancelled, error) {
+func (s *Store) Cancel(ctx context.Context, q QueueParams, id, reason string) (Cancelled, error) {
 	res, err := s.run(ctx, lua.Cancel, q, append(s.params(q, 3), "one", id, CancelError(reason)))
 	if err != nil {
 		return Cancelled{}, err
@@ -138,7 +137,7 @@ func (s *Store) cancelCursorKey(queue string, statuses []string, before, flowKey
 }
 
 // BulkCancelStep runs one bulk cancel script call from cur, within lim.
-func (s *Store) BulkCancelStep(ctx context.Context, q config.Queue, f CancelFilter, reason string, cur CancelCursor, lim CancelLimits) (BulkStep, error) {
+func (s *Store) BulkCancelStep(ctx context.Context, q QueueParams, f CancelFilter, reason string, cur CancelCursor, lim CancelLimits) (BulkStep, error) {
 	if cur.Done() {
 		return BulkStep{}, nil
 	}
@@ -180,7 +179,7 @@ func (s *Store) BulkCancelStep(ctx context.Context, q config.Queue, f CancelFilt
 // CancelStep runs one bulk cancel script call from cur within
 // DefaultCancelLimits. It returns how many jobs it cancelled, where to go
 // on, and the deliveries under way it cancelled (to abort).
-func (s *Store) CancelStep(ctx context.Context, q config.Queue, f CancelFilter, reason string, cur CancelCursor) (int, CancelCursor, []Abort, error) {
+func (s *Store) CancelStep(ctx context.Context, q QueueParams, f CancelFilter, reason string, cur CancelCursor) (int, CancelCursor, []Abort, error) {
 	step, err := s.BulkCancelStep(ctx, q, f, reason, cur, DefaultCancelLimits)
 	return step.Cancelled, step.Next, step.Aborts, err
 }
@@ -190,7 +189,7 @@ func (s *Store) CancelStep(ctx context.Context, q config.Queue, f CancelFilter, 
 // nil) is told after each call about the deliveries under way it cancelled.
 // done is false when until came first: more may match, and the same call
 // goes on.
-func (s *Store) CancelBulk(ctx context.Context, q config.Queue, f CancelFilter, reason string, until time.Time,
+func (s *Store) CancelBulk(ctx context.Context, q QueueParams, f CancelFilter, reason string, until time.Time,
 	onAbort func([]Abort)) (cancelled int, done bool, err error) {
 	cur := StartCancel
 	for !cur.Done() {

@@ -12,11 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
-func requireCancelled(t *testing.T, s *store.Store, q config.Queue, id, lastError string) {
+func requireCancelled(t *testing.T, s *store.Store, q store.QueueParams, id, lastError string) {
 	t.Helper()
 	j, err := s.GetJob(context.Background(), q, id)
 	require.NoError(t, err)
@@ -391,7 +390,7 @@ func TestCancelBulkRacesClaims(t *testing.T) {
 // keeps), within lim; it fails if a step looks at more than lim.Look
 // members or if the steps exceed maxSteps (a walk that looks at members
 // again instead of going on). between, when not nil, runs after each step.
-func runBulk(t *testing.T, s *store.Store, q config.Queue, f store.CancelFilter, lim store.CancelLimits, maxSteps int,
+func runBulk(t *testing.T, s *store.Store, q store.QueueParams, f store.CancelFilter, lim store.CancelLimits, maxSteps int,
 	between func(next store.CancelCursor)) (cancelled, steps int) {
 	t.Helper()
 	for cur := store.StartCancel; ; {

@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/simpleq/simpleqd/internal/config"
 )
 
 // Paging bounds of ListDead. They bound the work one request can ask of Redis
@@ -97,7 +95,7 @@ func decodeDeadCursor(queue, s string) (deadCursor, error) {
 // one pipeline of HSTRLENs (the records' and histories' sizes, so that only
 // what fits the byte bound is read) and one pipelined pair of HMGETs for the
 // records and histories.
-func (s *Store) ListDead(ctx context.Context, q config.Queue, limit int, cursor string) ([]*Job, string, error) {
+func (s *Store) ListDead(ctx context.Context, q QueueParams, limit int, cursor string) ([]*Job, string, error) {
 	if limit <= 0 {
 		limit = DefaultDeadPage
 	}

@@ -13,13 +13,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
 // deadQueue dead-letters a job at its first failure, so one settle call kills
 // a whole batch in the same millisecond of Redis' clock.
-func deadQueue(name string) config.Queue {
+func deadQueue(name string) store.QueueParams {
 	q := queue(name)
 	q.MaxAttempts = 1
 	q.Concurrency = 1000
@@ -28,7 +27,7 @@ func deadQueue(name string) config.Queue {
 
 // killBatch publishes n jobs and fails them all in one settle call: n deaths
 // sharing one score of the dead set. It returns their ids.
-func killBatch(t *testing.T, s *store.Store, q config.Queue, n int) []string {
+func killBatch(t *testing.T, s *store.Store, q store.QueueParams, n int) []string {
 	t.Helper()
 	payloads := make([]json.RawMessage, n)
 	for i := range payloads {
@@ -38,7 +37,7 @@ func killBatch(t *testing.T, s *store.Store, q config.Queue, n int) []string {
 }
 
 // killPayloads is killBatch with the jobs' payloads given.
-func killPayloads(t *testing.T, s *store.Store, q config.Queue, payloads []json.RawMessage) []string {
+func killPayloads(t *testing.T, s *store.Store, q store.QueueParams, payloads []json.RawMessage) []string {
 	t.Helper()
 	ctx := context.Background()
 	n := len(payloads)
@@ -67,7 +66,7 @@ func killPayloads(t *testing.T, s *store.Store, q config.Queue, payloads []json.
 
 // deadOrder is the dead set as Redis orders it, newest first: the order
 // ListDead must reproduce page by page.
-func deadOrder(t *testing.T, rdb redis.UniversalClient, s *store.Store, q config.Queue) []string {
+func deadOrder(t *testing.T, rdb redis.UniversalClient, s *store.Store, q store.QueueParams) []string {
 	t.Helper()
 	ids, err := rdb.ZRevRange(context.Background(), s.Keys(q.Name).List()[6], 0, -1).Result()
 	require.NoError(t, err)
@@ -75,7 +74,7 @@ func deadOrder(t *testing.T, rdb redis.UniversalClient, s *store.Store, q config
 }
 
 // pageAll walks every page with the given limit and returns the ids in order.
-func pageAll(t *testing.T, s *store.Store, q config.Queue, limit int) []string {
+func pageAll(t *testing.T, s *store.Store, q store.QueueParams, limit int) []string {
 	t.Helper()
 	var out []string
 	cursor := ""

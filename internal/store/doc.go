@@ -6,6 +6,13 @@
 // and only here, each with the queue's hash tag, so a queue's keys share one
 // Redis Cluster slot.
 //
+// A queue reaches the store as a QueueParams (params.go): only the
+// settings the scripts read, so this package knows nothing of package
+// config (package queueparams builds them from a config.Queue). Keys are
+// named (QueueKeys) and every script reply is read through a checked
+// decoder (reply.go): a reply of a shape the decoder does not expect is an
+// ErrUnexpectedReply, never a silent zero.
+//
 // What lives where, and why:
 //   - A queue's jobs, its hold, its counters and its lanes live in the
 //     queue's own keys (Keys: 11 of lib.lua, 6 of flow keys' lanes), so one

@@ -17,12 +17,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
 // publishN publishes n empty jobs in one call.
-func publishN(t *testing.T, s *store.Store, q config.Queue, n int) []string {
+func publishN(t *testing.T, s *store.Store, q store.QueueParams, n int) []string {
 	t.Helper()
 	jobs := make([]store.NewJob, n)
 	for i := range jobs {
@@ -38,7 +37,7 @@ func publishN(t *testing.T, s *store.Store, q config.Queue, n int) []string {
 }
 
 // holdQueue holds q for an hour with a queue-scope defer of a job of its own.
-func holdQueue(t *testing.T, s *store.Store, q config.Queue) {
+func holdQueue(t *testing.T, s *store.Store, q store.QueueParams) {
 	t.Helper()
 	ctx := context.Background()
 	publish(t, s, q, `{}`)
@@ -146,7 +145,7 @@ func TestFixedBackoffWaitsBase(t *testing.T) {
 		q := queue("fixed")
 		q.MaxAttempts = 10
 		q.JobLifetime = 24 * time.Hour
-		q.Backoff = config.Backoff{Type: "fixed", Base: 20 * time.Minute, Max: 10 * time.Minute, Jitter: true}
+		q.Backoff = store.Backoff{Type: "fixed", Base: 20 * time.Minute, Max: 10 * time.Minute, Jitter: true}
 		id := publish(t, s, q, `{}`)
 		for attempt := 1; attempt <= 3; attempt++ {
 			before := time.Now()
@@ -169,7 +168,7 @@ func TestFixedBackoffWaitsBase(t *testing.T) {
 
 // claimOne claims id, advancing Redis' clock by skip first when the backend
 // allows it (miniredis); on a real server the job is made due by a release.
-func claimOne(t *testing.T, s *store.Store, q config.Queue, id string, skip time.Duration, b backend) string {
+func claimOne(t *testing.T, s *store.Store, q store.QueueParams, id string, skip time.Duration, b backend) string {
 	t.Helper()
 	if skip > 0 {
 		if b.name != "miniredis" {
@@ -425,8 +424,8 @@ func TestBreaker(t *testing.T) {
 		ctx := context.Background()
 		q := queue("brk")
 		q.MaxAttempts = 10
-		q.Backoff = config.Backoff{Type: "fixed", Base: time.Millisecond}
-		q.Breaker = config.Breaker{Failures: 3, HoldFor: 80 * time.Millisecond}
+		q.Backoff = store.Backoff{Type: "fixed", Base: time.Millisecond}
+		q.Breaker = store.Breaker{Failures: 3, HoldFor: 80 * time.Millisecond}
 		publishN(t, s, q, 10)
 		fail := func(j store.ClaimedJob) store.Settled {
 			r, err := s.Settle(ctx, q, []store.Outcome{{ID: j.ID, Token: j.Token, Kind: store.OutcomeFail, StatusCode: 401, Error: "webhook responded 401"}})

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/lua"
 )
 
@@ -56,13 +55,13 @@ const MaxKeysPage = 1000
 
 // GetKey reads one lane; ErrNotFound when it has no jobs, no override and
 // no hold (it occupies nothing, keys.md §6).
-func (s *Store) GetKey(ctx context.Context, q config.Queue, flowKey string) (Key, error) {
+func (s *Store) GetKey(ctx context.Context, q QueueParams, flowKey string) (Key, error) {
 	return s.keyOp(ctx, q, "get", flowKey)
 }
 
 // PutKey sets a lane's override (all three values: a nil one goes back to
 // the queue's settings), shared by the fleet at once.
-func (s *Store) PutKey(ctx context.Context, q config.Queue, flowKey string, o KeyOverride) (Key, error) {
+func (s *Store) PutKey(ctx context.Context, q QueueParams, flowKey string, o KeyOverride) (Key, error) {
 	opt := func(p *int) string {
 		if p == nil {
 			return ""
@@ -74,17 +73,17 @@ func (s *Store) PutKey(ctx context.Context, q config.Queue, flowKey string, o Ke
 
 // DeleteKey removes a lane's override. It answers the lane as it is left,
 // or ErrNotFound when nothing of it remains.
-func (s *Store) DeleteKey(ctx context.Context, q config.Queue, flowKey string) (Key, error) {
+func (s *Store) DeleteKey(ctx context.Context, q QueueParams, flowKey string) (Key, error) {
 	return s.keyOp(ctx, q, "del", flowKey)
 }
 
 // ResumeKey ends a lane's hold early into probing (keys.md §3): the lane
 // still reopens only through one successful probe.
-func (s *Store) ResumeKey(ctx context.Context, q config.Queue, flowKey string) (Key, error) {
+func (s *Store) ResumeKey(ctx context.Context, q QueueParams, flowKey string) (Key, error) {
 	return s.keyOp(ctx, q, "resume", flowKey)
 }
 
-func (s *Store) keyOp(ctx context.Context, q config.Queue, op, flowKey string, extra ...any) (Key, error) {
+func (s *Store) keyOp(ctx context.Context, q QueueParams, op, flowKey string, extra ...any) (Key, error) {
 	args := append(s.params(q, 2+len(extra)), op, flowKey)
 	args = append(args, extra...)
 	res, err := s.run(ctx, lua.Keys, q, args)
@@ -113,7 +112,7 @@ func (s *Store) keyOp(ctx context.Context, q config.Queue, op, flowKey string, e
 // the first page); the next cursor is "" after the last page. A page may
 // hold fewer than limit lanes while more follow (lanes held or emptied
 // meanwhile are skipped).
-func (s *Store) ListKeys(ctx context.Context, q config.Queue, state KeyState, cursor string, limit int) ([]Key, string, error) {
+func (s *Store) ListKeys(ctx context.Context, q QueueParams, state KeyState, cursor string, limit int) ([]Key, string, error) {
 	if limit <= 0 || limit > MaxKeysPage {
 		limit = MaxKeysPage
 	}
@@ -145,7 +144,7 @@ func (s *Store) ListKeys(ctx context.Context, q config.Queue, state KeyState, cu
 // decodeKey reads lanes.lua's packed lane state
 // (nw|nf|na|held|until|probe|pass|at|atv|w|conc|rmax|reason), judging
 // its hold on Redis' clock (now, ms).
-func decodeKey(q config.Queue, now int64, fk, packed string) (Key, error) {
+func decodeKey(q QueueParams, now int64, fk, packed string) (Key, error) {
 	f := strings.SplitN(packed, "|", 13)
 	if len(f) != 13 {
 		return Key{}, fmt.Errorf("lane %q of queue %s: unexpected state %q", fk, q.Name, packed)

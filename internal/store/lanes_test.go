@@ -9,12 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
 // publishKeyed publishes n jobs of lane fk ("" for the default lane).
-func publishKeyed(t *testing.T, s *store.Store, q config.Queue, fk string, n int) []string {
+func publishKeyed(t *testing.T, s *store.Store, q store.QueueParams, fk string, n int) []string {
 	t.Helper()
 	jobs := make([]store.NewJob, n)
 	for i := range jobs {
@@ -38,7 +37,7 @@ func lanesOf(jobs []store.ClaimedJob) map[string]int {
 	return out
 }
 
-func settleAll(t *testing.T, s *store.Store, q config.Queue, jobs []store.ClaimedJob, kind store.OutcomeKind, code int, retryAfter time.Duration) []store.Settled {
+func settleAll(t *testing.T, s *store.Store, q store.QueueParams, jobs []store.ClaimedJob, kind store.OutcomeKind, code int, retryAfter time.Duration) []store.Settled {
 	t.Helper()
 	outs := make([]store.Outcome, len(jobs))
 	for i, j := range jobs {

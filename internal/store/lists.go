@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/lua"
 )
 
@@ -37,7 +36,7 @@ const (
 // (a pending list walks past retries) are skipped within a bounded scan,
 // and a page ends early at MaxJobsPageBytes. Jobs that move while a client
 // pages may be missed or seen twice, as with any cursor over live data.
-func (s *Store) ListJobs(ctx context.Context, q config.Queue, st Status, limit int, cursor string) ([]*Job, string, error) {
+func (s *Store) ListJobs(ctx context.Context, q QueueParams, st Status, limit int, cursor string) ([]*Job, string, error) {
 	return s.ListJobsByKey(ctx, q, st, "", limit, cursor)
 }
 
@@ -46,7 +45,7 @@ func (s *Store) ListJobs(ctx context.Context, q config.Queue, st Status, limit i
 // keyed waiting set, O(log n + limit) per page; for the other statuses
 // each job's flow key is compared within the same bounded scan, so a page
 // of a rare key may hold few jobs while its cursor goes on.
-func (s *Store) ListJobsByKey(ctx context.Context, q config.Queue, st Status, flowKey string, limit int, cursor string) ([]*Job, string, error) {
+func (s *Store) ListJobsByKey(ctx context.Context, q QueueParams, st Status, flowKey string, limit int, cursor string) ([]*Job, string, error) {
 	if limit <= 0 {
 		limit = DefaultJobsPage
 	}

@@ -13,14 +13,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/redistest"
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
 // listAll pages through a status list with limit per page and returns the
 // ids in order, failing after too many pages.
-func listAll(t *testing.T, s *store.Store, q config.Queue, st store.Status, limit int) []string {
+func listAll(t *testing.T, s *store.Store, q store.QueueParams, st store.Status, limit int) []string {
 	t.Helper()
 	var ids []string
 	cursor := ""
@@ -164,7 +163,7 @@ func TestListJobsPageCostIsBounded(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Start(t).Client(t)
 	s := newStore(t, rdb)
-	fill := func(q config.Queue, n int) {
+	fill := func(q store.QueueParams, n int) {
 		batch := make([]store.NewJob, 1000)
 		for i := range batch {
 			batch[i] = store.NewJob{Payload: json.RawMessage(`{"to":"someone@example.com","n":12345}`)}
@@ -179,7 +178,7 @@ func TestListJobsPageCostIsBounded(t *testing.T) {
 	fill(big, 200000)
 
 	// page measures one page: Redis commands run and wall time.
-	page := func(q config.Queue, cursor string) (int64, time.Duration, string) {
+	page := func(q store.QueueParams, cursor string) (int64, time.Duration, string) {
 		require.NoError(t, rdb.ConfigResetStat(ctx).Err())
 		began := time.Now()
 		jobs, next, err := s.ListJobs(ctx, q, store.StatusPending, 100, cursor)
@@ -188,7 +187,7 @@ func TestListJobsPageCostIsBounded(t *testing.T) {
 		require.Len(t, jobs, 100)
 		return commandCalls(t, rdb), took, next
 	}
-	deep := func(q config.Queue, pages int) string {
+	deep := func(q store.QueueParams, pages int) string {
 		cursor := ""
 		for i := 0; i < pages; i++ {
 			_, next, err := s.ListJobs(ctx, q, store.StatusPending, 1000, cursor)
@@ -198,7 +197,7 @@ func TestListJobsPageCostIsBounded(t *testing.T) {
 		return cursor
 	}
 	// Best of three: the times are logged, the command counts compared.
-	best := func(q config.Queue, cursor string) (int64, time.Duration) {
+	best := func(q store.QueueParams, cursor string) (int64, time.Duration) {
 		var calls int64
 		var least time.Duration
 		for i := 0; i < 3; i++ {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/lua"
 )
 
@@ -23,7 +22,7 @@ func (s *Store) NewID(queue string) string { return s.ids.New(queue) }
 
 // Publish stores jobs in one script call; per job it reports whether the job
 // is new or an idempotent repeat of a retained one.
-func (s *Store) Publish(ctx context.Context, q config.Queue, jobs []NewJob) ([]Published, error) {
+func (s *Store) Publish(ctx context.Context, q QueueParams, jobs []NewJob) ([]Published, error) {
 	if len(jobs) > MaxPublishBatch {
 		out := make([]Published, 0, len(jobs))
 		for len(jobs) > 0 {
@@ -159,13 +158,13 @@ func (s *Store) NewCall() string { return s.token() }
 
 // Claim takes up to max due jobs for delivery, enforcing hold, probe,
 // concurrency and rate limit fleet-wide.
-func (s *Store) Claim(ctx context.Context, q config.Queue, max int) (ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, q QueueParams, max int) (ClaimResult, error) {
 	return s.ClaimCall(ctx, q, max, s.NewCall())
 }
 
 // ClaimCall is Claim under a call name from NewCall: the caller sends a
 // failed call again with the same name (see NewCall).
-func (s *Store) ClaimCall(ctx context.Context, q config.Queue, max int, call string) (ClaimResult, error) {
+func (s *Store) ClaimCall(ctx context.Context, q QueueParams, max int, call string) (ClaimResult, error) {
 	args := append(s.params(q, 2), max, call)
 	res, err := s.runCall(ctx, lua.Claim, q, call, args)
 	if err != nil {
@@ -175,7 +174,7 @@ func (s *Store) ClaimCall(ctx context.Context, q config.Queue, max int, call str
 	return parseClaim(q, arr)
 }
 
-func parseClaim(q config.Queue, arr []any) (ClaimResult, error) {
+func parseClaim(q QueueParams, arr []any) (ClaimResult, error) {
 	r := newReply(lua.Claim, q.Name, arr, 3)
 	if err := r.err(); err != nil {
 		return ClaimResult{}, err
@@ -407,7 +406,7 @@ type Settled struct {
 }
 
 // Settle records outcomes of this daemon's deliveries in one script call.
-func (s *Store) Settle(ctx context.Context, q config.Queue, outcomes []Outcome) ([]Settled, error) {
+func (s *Store) Settle(ctx context.Context, q QueueParams, outcomes []Outcome) ([]Settled, error) {
 	res, _, err := s.SettleAndClaim(ctx, q, outcomes, Refill{})
 	return res, err
 }
@@ -432,7 +431,7 @@ type Refill struct {
 // SettleAndClaim records outcomes and, in the same script call, claims jobs
 // for the slots those outcomes freed (see Refill): a busy daemon refills its
 // slots with one call and one round trip instead of two.
-func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []Outcome, refill Refill) ([]Settled, ClaimResult, error) {
+func (s *Store) SettleAndClaim(ctx context.Context, q QueueParams, outcomes []Outcome, refill Refill) ([]Settled, ClaimResult, error) {
 	max := refill.Max
 	call := refill.Call
 	if call == "" {
@@ -489,7 +488,7 @@ func (s *Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []O
 // settle word of what happened (Completed, Reopened, Retry, Dead, Deferred,
 // Acked for a repeated ack, Repeated) or ErrNotFound, ErrConflict,
 // ErrStaleAttempt.
-func (s *Store) Callback(ctx context.Context, q config.Queue, cb Callback) (Settled, error) {
+func (s *Store) Callback(ctx context.Context, q QueueParams, cb Callback) (Settled, error) {
 	attempt := ""
 	if cb.Attempt > 0 {
 		attempt = strconv.Itoa(cb.Attempt)
@@ -529,7 +528,7 @@ func (s *Store) Callback(ctx context.Context, q config.Queue, cb Callback) (Sett
 }
 
 // QueueStatus reads a queue's counts and hold state, judged on Redis' clock.
-func (s *Store) QueueStatus(ctx context.Context, q config.Queue) (QueueStatus, error) {
+func (s *Store) QueueStatus(ctx context.Context, q QueueParams) (QueueStatus, error) {
 	res, err := s.run(ctx, lua.Inspect, q, s.params(q, 0))
 	if err != nil {
 		return QueueStatus{}, err
@@ -576,19 +575,19 @@ func (s *Store) QueueStatus(ctx context.Context, q config.Queue) (QueueStatus, e
 }
 
 // Pause stops all deliveries of a queue until Resume.
-func (s *Store) Pause(ctx context.Context, q config.Queue, reason string) error {
+func (s *Store) Pause(ctx context.Context, q QueueParams, reason string) error {
 	_, err := s.run(ctx, lua.Control, q, append(s.params(q, 2), "pause", reason))
 	return err
 }
 
 // Resume ends a pause, and ends a backpressure hold early (the queue probes).
-func (s *Store) Resume(ctx context.Context, q config.Queue) error {
+func (s *Store) Resume(ctx context.Context, q QueueParams) error {
 	_, err := s.run(ctx, lua.Control, q, append(s.params(q, 2), "resume", ""))
 	return err
 }
 
 // Replay moves the given dead jobs back to waiting; it returns how many moved.
-func (s *Store) Replay(ctx context.Context, q config.Queue, ids []string) (int, error) {
+func (s *Store) Replay(ctx context.Context, q QueueParams, ids []string) (int, error) {
 	args := append(s.params(q, 1+len(ids)), "ids")
 	for _, id := range ids {
 		args = append(args, id)
@@ -602,7 +601,7 @@ func (s *Store) Replay(ctx context.Context, q config.Queue, ids []string) (int, 
 }
 
 // ReplayAll moves every dead job of a queue back to waiting, in bounded batches.
-func (s *Store) ReplayAll(ctx context.Context, q config.Queue) (int, error) {
+func (s *Store) ReplayAll(ctx context.Context, q QueueParams) (int, error) {
 	total := 0
 	for {
 		res, err := s.run(ctx, lua.Replay, q, append(s.params(q, 2), "all", 500))
@@ -676,7 +675,7 @@ func apiStatus(st string) Status {
 
 // GetJob reads a job, its history and whether it is in flight (a plain read:
 // three hash fields).
-func (s *Store) GetJob(ctx context.Context, q config.Queue, id string) (*Job, error) {
+func (s *Store) GetJob(ctx context.Context, q QueueParams, id string) (*Job, error) {
 	keys := s.Keys(q.Name)
 	pipe := s.rdb.Pipeline()
 	recCmd := pipe.HGet(ctx, keys.Jobs, id)
@@ -705,7 +704,7 @@ func (s *Store) GetJob(ctx context.Context, q config.Queue, id string) (*Job, er
 	return j, nil
 }
 
-func decodeJob(q config.Queue, id string, rec, hist []byte) (*Job, error) {
+func decodeJob(q QueueParams, id string, rec, hist []byte) (*Job, error) {
 	i := bytes.IndexByte(rec, '\n')
 	if i < 0 {
 		return nil, fmt.Errorf("job %s: corrupt record", id)

@@ -8,12 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
 // publishPri publishes one job with a priority and a delay.
-func publishPri(t *testing.T, s *store.Store, q config.Queue, pri int, delay time.Duration) string {
+func publishPri(t *testing.T, s *store.Store, q store.QueueParams, pri int, delay time.Duration) string {
 	t.Helper()
 	res, err := s.Publish(context.Background(), q, []store.NewJob{{Payload: json.RawMessage(`{}`), Priority: pri, Delay: delay}})
 	require.NoError(t, err)
@@ -21,7 +20,7 @@ func publishPri(t *testing.T, s *store.Store, q config.Queue, pri int, delay tim
 }
 
 // claimIDs claims up to max jobs and returns their ids in claim order.
-func claimIDs(t *testing.T, s *store.Store, q config.Queue, max int) ([]string, store.ClaimResult) {
+func claimIDs(t *testing.T, s *store.Store, q store.QueueParams, max int) ([]string, store.ClaimResult) {
 	t.Helper()
 	c, err := s.Claim(context.Background(), q, max)
 	require.NoError(t, err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/lua"
 )
 
@@ -63,7 +62,7 @@ func (e *BusyError) Error() string {
 // QueueDef is the stored definition of a queue created over the API.
 type QueueDef struct {
 	Name string
-	// Spec is the settings as given, a JSON object (config.QueueSpec);
+	// Spec is the settings as given, a JSON object (QueueParamsSpec);
 	// it holds the signing secret: never log or show it.
 	Spec     []byte
 	Rev      int64
@@ -99,7 +98,7 @@ func (s *Store) QueueDefsChannel() string { return s.opts.Prefix + ":queues" }
 
 // defQueue is the Queue the definition scripts are run for: they read no
 // queue parameter, but lib.lua's ARGV layout wants them.
-func defQueue(name string) config.Queue { return config.Queue{Name: name} }
+func defQueue(name string) QueueParams { return QueueParams{Name: name} }
 
 // PutQueueDef writes queue's definition (spec, a JSON object, with the
 // limits it sets), lists it in the registry and tells the fleet. wantRev is

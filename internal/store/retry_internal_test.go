@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/lua"
 	"github.com/simpleq/simpleqd/internal/redistest"
 )
@@ -26,12 +25,12 @@ func TestPublishScriptRunTwice(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, s.Load(ctx))
-	q := config.Queue{Name: "rerun", WebhookURL: "http://127.0.0.1:1/x", SigningSecret: "s", QueueSettings: config.QueueSettings{
+	q := QueueParams{Name: "rerun",
 		Mode: "standard", Concurrency: 10, RateLimitWindow: time.Second, MaxAttempts: 3, MaxDefers: 5,
 		Timeout: time.Second, AckTimeout: time.Second, AckTimeoutAction: "retry",
-		Backoff:     config.Backoff{Type: "fixed", Base: time.Second, Max: time.Second},
+		Backoff:     Backoff{Type: "fixed", Base: time.Second, Max: time.Second},
 		JobLifetime: time.Hour, Retention: time.Hour,
-	}}
+	}
 	for _, key := range []string{"", "idem-1"} {
 		id := s.NewID(q.Name)
 		args := append(s.params(q, 7), 1, id, key, 0, 0, "", "", []byte(`{"k":1}`))

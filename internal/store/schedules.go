@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/cronspec"
 	"github.com/simpleq/simpleqd/internal/lua"
 )
@@ -134,7 +133,7 @@ func (s *Store) NewScheduleID() string {
 	return "sch_" + id[len(idPrefix):len(idPrefix)+ulidChars]
 }
 
-func (s *Store) schedule(ctx context.Context, q config.Queue, args ...any) (*reply, error) {
+func (s *Store) schedule(ctx context.Context, q QueueParams, args ...any) (*reply, error) {
 	res, err := s.runKeys(ctx, lua.Schedule, q, s.scheduleKeys(q.Name), append(s.params(q, len(args)), args...))
 	if err != nil {
 		return nil, err
@@ -144,7 +143,7 @@ func (s *Store) schedule(ctx context.Context, q config.Queue, args ...any) (*rep
 }
 
 func (s *Store) index(ctx context.Context, args ...any) (any, error) {
-	return s.runKeys(ctx, lua.SchedIndex, config.Queue{Name: "~sched"}, s.indexKeys(), args)
+	return s.runKeys(ctx, lua.SchedIndex, QueueParams{Name: "~sched"}, s.indexKeys(), args)
 }
 
 // RedisTime is Redis' clock, from which a new schedule's first tick is
@@ -164,7 +163,7 @@ func (s *Store) RedisTime(ctx context.Context) (time.Time, error) {
 // schedule as stored. An API write to a file schedule is ErrFileSchedule; a
 // file schedule whose id an API schedule holds is ErrScheduleTaken; an id
 // of another queue's schedule is a *ScheduleIDElsewhereError.
-func (s *Store) PutSchedule(ctx context.Context, q config.Queue, sc Schedule, next time.Time) (bool, *Schedule, error) {
+func (s *Store) PutSchedule(ctx context.Context, q QueueParams, sc Schedule, next time.Time) (bool, *Schedule, error) {
 	if err := s.claimScheduleID(ctx, sc.ID, q.Name); err != nil {
 		return false, nil, err
 	}
@@ -218,7 +217,7 @@ func (s *Store) claimScheduleID(ctx context.Context, id, queue string) error {
 	if other == "OK" {
 		return nil
 	}
-	if _, err := s.getSchedule(ctx, config.Queue{Name: other}, id); err == nil {
+	if _, err := s.getSchedule(ctx, QueueParams{Name: other}, id); err == nil {
 		return &ScheduleIDElsewhereError{Queue: other}
 	} else if !errors.Is(err, ErrScheduleNotFound) {
 		return err
@@ -249,11 +248,11 @@ func (s *Store) ScheduleQueue(ctx context.Context, id string) (string, bool, err
 }
 
 // GetSchedule returns the schedule id of queue q, or ErrScheduleNotFound.
-func (s *Store) GetSchedule(ctx context.Context, q config.Queue, id string) (*Schedule, error) {
+func (s *Store) GetSchedule(ctx context.Context, q QueueParams, id string) (*Schedule, error) {
 	return s.getSchedule(ctx, q, id)
 }
 
-func (s *Store) getSchedule(ctx context.Context, q config.Queue, id string) (*Schedule, error) {
+func (s *Store) getSchedule(ctx context.Context, q QueueParams, id string) (*Schedule, error) {
 	a, err := s.schedule(ctx, q, "get", id)
 	if err != nil {
 		return nil, err
@@ -269,7 +268,7 @@ func (s *Store) getSchedule(ctx context.Context, q config.Queue, id string) (*Sc
 }
 
 // ListSchedules returns every schedule of queue q, in no particular order.
-func (s *Store) ListSchedules(ctx context.Context, q config.Queue) ([]*Schedule, error) {
+func (s *Store) ListSchedules(ctx context.Context, q QueueParams) ([]*Schedule, error) {
 	a, err := s.schedule(ctx, q, "list")
 	if err != nil {
 		return nil, err
@@ -309,7 +308,7 @@ func (s *Store) ScheduleQueues(ctx context.Context) ([]string, error) {
 
 // DeleteSchedule deletes the schedule id of queue q. source "api" refuses a
 // file schedule (ErrFileSchedule); ScheduleSourceFile deletes either.
-func (s *Store) DeleteSchedule(ctx context.Context, q config.Queue, id, source string) error {
+func (s *Store) DeleteSchedule(ctx context.Context, q QueueParams, id, source string) error {
 	a, err := s.schedule(ctx, q, "del", id, source)
 	if err != nil {
 		return err
@@ -332,7 +331,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, q config.Queue, id, source s
 // schedule on a deleted queue is deleted with it) and reports how many.
 // The queue's other settings are not needed: call it when deleting a queue.
 func (s *Store) DeleteQueueSchedules(ctx context.Context, queue string) (int, error) {
-	q := config.Queue{Name: queue}
+	q := QueueParams{Name: queue}
 	list, err := s.ListSchedules(ctx, q)
 	if err != nil {
 		return 0, err
@@ -348,7 +347,7 @@ func (s *Store) DeleteQueueSchedules(ctx context.Context, queue string) (int, er
 }
 
 // PauseSchedule stops the schedule's ticks until ResumeSchedule.
-func (s *Store) PauseSchedule(ctx context.Context, q config.Queue, id string) (*Schedule, error) {
+func (s *Store) PauseSchedule(ctx context.Context, q QueueParams, id string) (*Schedule, error) {
 	return s.pauseResume(ctx, q, id, "pause", time.Time{})
 }
 
@@ -356,7 +355,7 @@ func (s *Store) PauseSchedule(ctx context.Context, q config.Queue, id string) (*
 // now (computed by the caller on Redis' clock): ticks that fell while it
 // was paused are skipped, not caught up. Resuming a running schedule
 // changes nothing.
-func (s *Store) ResumeSchedule(ctx context.Context, q config.Queue, id string, next time.Time) (*Schedule, error) {
+func (s *Store) ResumeSchedule(ctx context.Context, q QueueParams, id string, next time.Time) (*Schedule, error) {
 	if _, err := s.index(ctx, "lower", q.Name, next.UnixMilli()); err != nil {
 		return nil, err
 	}
@@ -367,7 +366,7 @@ func (s *Store) ResumeSchedule(ctx context.Context, q config.Queue, id string, n
 	return sc, err
 }
 
-func (s *Store) pauseResume(ctx context.Context, q config.Queue, id, op string, next time.Time) (*Schedule, error) {
+func (s *Store) pauseResume(ctx context.Context, q QueueParams, id, op string, next time.Time) (*Schedule, error) {
 	a, err := s.schedule(ctx, q, op, id, next.UnixMilli())
 	if err != nil {
 		return nil, err
@@ -502,7 +501,7 @@ type Ticked struct {
 // its latest due tick (missed ticks caught up as one) and moves on to the
 // tick after it, with no work per tick in Go; the cron ones are returned
 // for the caller to compute their tick and fire them (FireSchedules).
-func (s *Store) TickSchedules(ctx context.Context, q config.Queue, max int) (Ticked, error) {
+func (s *Store) TickSchedules(ctx context.Context, q QueueParams, max int) (Ticked, error) {
 	a, err := s.schedule(ctx, q, s.tickArgs(q, max)...)
 	if err != nil {
 		return Ticked{}, err
@@ -514,7 +513,7 @@ func (s *Store) TickSchedules(ctx context.Context, q config.Queue, max int) (Tic
 // pipeline; on a cluster, one per node): Redis runs the calls back to back,
 // whatever the daemon is doing meanwhile. Each queue's call is atomic on
 // its own; errs[i] is queue i's error.
-func (s *Store) TickQueues(ctx context.Context, qs []config.Queue, max int) (out []Ticked, errs []error) {
+func (s *Store) TickQueues(ctx context.Context, qs []QueueParams, max int) (out []Ticked, errs []error) {
 	out, errs = make([]Ticked, len(qs)), make([]error, len(qs))
 	if len(qs) == 1 {
 		out[0], errs[0] = s.TickSchedules(ctx, qs[0], max)
@@ -549,7 +548,7 @@ func (s *Store) TickQueues(ctx context.Context, qs []config.Queue, max int) (out
 }
 
 // tickArgs are schedule.lua's "tick max job1..jobmax" for q.
-func (s *Store) tickArgs(q config.Queue, max int) []any {
+func (s *Store) tickArgs(q QueueParams, max int) []any {
 	args := make([]any, 0, 2+max)
 	args = append(args, "tick", max)
 	for range max {
@@ -567,14 +566,14 @@ func parseTicked(a *reply) (Ticked, error) {
 	i := 4
 	t.Fired = make([]Fired, 0, nf)
 	for k := 0; k < nf && i+3 < a.len(); k, i = k+1, i+4 {
-		t.Fired = append(t.Fired, Fired{Word: a.str(i), ID: a.str(i+1), JobID: a.str(i+2), Tick: fromMS(a.int(i+3))})
+		t.Fired = append(t.Fired, Fired{Word: a.str(i), ID: a.str(i + 1), JobID: a.str(i + 2), Tick: fromMS(a.int(i + 3))})
 	}
 	for ; i+2 < a.len(); i += 3 {
 		var d scheduleDef
 		if err := json.Unmarshal([]byte(a.str(i+2)), &d); err != nil {
 			return t, fmt.Errorf("schedule %s: decode definition: %w", a.str(i), err)
 		}
-		t.Cron = append(t.Cron, DueSchedule{ID: a.str(i), Next: fromMS(a.int(i+1)),
+		t.Cron = append(t.Cron, DueSchedule{ID: a.str(i), Next: fromMS(a.int(i + 1)),
 			Spec: Schedule{Cron: d.Cron, Timezone: d.Timezone}.Spec()})
 	}
 	return t, a.err()
@@ -605,7 +604,7 @@ type Fired struct {
 // if the schedule's stored next tick is still Expected and Tick is due by
 // Redis' clock, then stores After as the next tick. It returns Redis' time
 // of the call, what each tick did, and the queue's earliest tick.
-func (s *Store) FireSchedules(ctx context.Context, q config.Queue, fires []Fire) (time.Time, []Fired, string, error) {
+func (s *Store) FireSchedules(ctx context.Context, q QueueParams, fires []Fire) (time.Time, []Fired, string, error) {
 	args := make([]any, 0, 2+5*len(fires))
 	args = append(args, "fire", len(fires))
 	for _, f := range fires {
@@ -622,7 +621,7 @@ func (s *Store) FireSchedules(ctx context.Context, q config.Queue, fires []Fire)
 		if b+2 >= a.len() {
 			break
 		}
-		out = append(out, Fired{ID: f.ID, Word: a.str(b), JobID: a.str(b+1), Tick: fromMS(a.int(b+2))})
+		out = append(out, Fired{ID: f.ID, Word: a.str(b), JobID: a.str(b + 1), Tick: fromMS(a.int(b + 2))})
 	}
 	earliest := a.str(1)
 	return now, out, earliest, a.err()

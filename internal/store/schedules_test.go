@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/redistest"
 	"github.com/simpleq/simpleqd/internal/store"
 )
@@ -318,7 +317,7 @@ func TestScheduleTickQueues(t *testing.T) {
 	now, err := s.RedisTime(ctx)
 	require.NoError(t, err)
 	next := now.Truncate(time.Second).Add(-time.Second)
-	qs := []config.Queue{queue("p1"), queue("p2"), queue("p3")}
+	qs := []store.QueueParams{queue("p1"), queue("p2"), queue("p3")}
 	for i, q := range qs {
 		for j := range i + 1 {
 			_, _, err := s.PutSchedule(ctx, q, newSchedule(fmt.Sprintf("%s-%d", q.Name, j), q.Name), next)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/lua"
 )
 
@@ -96,7 +95,7 @@ type Stats struct {
 // Stats reads queue q's statistics between since and until (zero: until is
 // now, since an hour before until), on Redis' clock. Both are clamped to
 // the retention; buckets are whole minutes, since rounded down and until up.
-func (s *Store) Stats(ctx context.Context, q config.Queue, since, until time.Time) (Stats, error) {
+func (s *Store) Stats(ctx context.Context, q QueueParams, since, until time.Time) (Stats, error) {
 	arg := func(t time.Time) string {
 		if t.IsZero() {
 			return ""

@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/lua"
 )
 
@@ -133,7 +132,7 @@ func (s *Store) callKey(queue, call string) string {
 }
 
 // params builds ARGV[1..23] of lib.lua for a queue.
-func (s *Store) params(q config.Queue, extra int) []any {
+func (s *Store) params(q QueueParams, extra int) []any {
 	jitter := "0"
 	if q.Backoff.Jitter {
 		jitter = "1"
@@ -149,17 +148,17 @@ func (s *Store) params(q config.Queue, extra int) []any {
 	)
 }
 
-func (s *Store) run(ctx context.Context, name string, q config.Queue, args []any) (any, error) {
+func (s *Store) run(ctx context.Context, name string, q QueueParams, args []any) (any, error) {
 	return s.runKeys(ctx, name, q, s.Keys(q.Name).List(), args)
 }
 
 // runCall runs a claim or settle script with the call log of call as
 // KEYS[12] and the queue's statistics as KEYS[13].
-func (s *Store) runCall(ctx context.Context, name string, q config.Queue, call string, args []any) (any, error) {
+func (s *Store) runCall(ctx context.Context, name string, q QueueParams, call string, args []any) (any, error) {
 	return s.runKeys(ctx, name, q, s.Keys(q.Name).List(s.callKey(q.Name, call), s.statsKey(q.Name)), args)
 }
 
-func (s *Store) runKeys(ctx context.Context, name string, q config.Queue, keys []string, args []any) (any, error) {
+func (s *Store) runKeys(ctx context.Context, name string, q QueueParams, keys []string, args []any) (any, error) {
 	var began time.Time
 	if s.opts.OnScript != nil {
 		began = time.Now()

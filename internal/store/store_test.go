@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/simpleq/simpleqd/internal/config"
 	"github.com/simpleq/simpleqd/internal/redistest"
 	"github.com/simpleq/simpleqd/internal/store"
 )
@@ -45,13 +44,12 @@ func backends(t *testing.T) []backend {
 	return bs
 }
 
-func queue(name string) config.Queue {
-	return config.Queue{Name: name, WebhookURL: "http://127.0.0.1:1/x", SigningSecret: "s", QueueSettings: config.QueueSettings{
+func queue(name string) store.QueueParams {
+	return store.QueueParams{Name: name,
 		Mode: "standard", Concurrency: 10, RateLimitWindow: time.Second, MaxAttempts: 3, MaxDefers: 5,
 		Timeout: 200 * time.Millisecond, AckTimeout: 300 * time.Millisecond, AckTimeoutAction: "retry",
-		Backoff:           config.Backoff{Type: "fixed", Base: 20 * time.Millisecond, Max: time.Second},
-		DefaultRetryAfter: time.Second, JobLifetime: time.Hour, Retention: time.Hour,
-	}}
+		Backoff: store.Backoff{Type: "fixed", Base: 20 * time.Millisecond, Max: time.Second}, JobLifetime: time.Hour, Retention: time.Hour,
+	}
 }
 
 func newStore(t *testing.T, rdb redis.UniversalClient) *store.Store {
@@ -62,7 +60,7 @@ func newStore(t *testing.T, rdb redis.UniversalClient) *store.Store {
 	return s
 }
 
-func publish(t *testing.T, s *store.Store, q config.Queue, payload string) string {
+func publish(t *testing.T, s *store.Store, q store.QueueParams, payload string) string {
 	t.Helper()
 	res, err := s.Publish(context.Background(), q, []store.NewJob{{Payload: json.RawMessage(payload)}})
 	require.NoError(t, err)
