@@ -69,7 +69,9 @@ func TestSuperviseFailingComponentExitsNonZero(t *testing.T) {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, 10*time.Second, 5*time.Millisecond)
+		// The embedded store compiles every script first: under -race on a
+		// loaded machine that has taken over 10 s.
+	}, time.Minute, 5*time.Millisecond)
 	close(fail)
 	require.Equal(t, 1, exitCodeWithin(t, code))
 	require.Equal(t, 1, logs.FilterMessage("simpleqd failed").Len())
