@@ -27,8 +27,8 @@ local m, payload = load(id)
 if not m then return { 'NOTFOUND', '', '' } end
 if kind == 'ack' and m.st == 'c' then return { 'ACKED', '', '' } end
 if m.lc and m.st ~= 'f' and m.st ~= 'w' then
-  local k, att, at = string.match(m.lc, '^(%a+)|(%d+)|(%d+)$')
-  if k == kind and (attempt == '' or attempt == att) and now - tonumber(at) < 60000 then
+  local k, att, at = last_callback_parse(m.lc)
+  if k == kind and (attempt == '' or attempt == att) and now - at < 60000 then
     return { 'REPEATED', '', '' }
   end
 end
@@ -37,7 +37,7 @@ if attempt ~= '' and tonumber(attempt) ~= m.a + 1 then return { 'STALE', tostrin
 local code = m.sc
 m.sc = nil
 -- Remembered in the record, written by the transition's own save.
-if kind ~= 'ack' then m.lc = fmt('%s|%d|%d', kind, m.a + 1, now) end
+if kind ~= 'ack' then m.lc = last_callback(kind, m.a + 1, now) end
 local word, detail
 if kind == 'ack' then
   word, detail = on_success(id, m, payload, now, 'acked', code)

@@ -160,7 +160,7 @@ local function next_phase(ph)
 end
 if phase ~= '' and not phase_wanted(phase) then phase, pos = next_phase(phase), nil end
 
-local tail = fmt(',"ca":%d,"dr":"cancelled","e":%s}', now, cjson.encode(err))
+local tail = record_cancel_tail(now, err)
 local now_s = fmt('%d', now)
 
 -- Looks at one chunk of phase ph's set (members, scores from take_after):
@@ -171,8 +171,8 @@ local now_s = fmt('%d', now)
 -- behind cancelled ones (a retry) is still ahead of the cursor.
 -- Waiting jobs, the bulk of a big cancel, are written together: one ZREM,
 -- HSET and ZADD per set for the chunk, and the record edited as a string
--- (st becomes d; ca, dr and e appended) when it holds none of those members
--- yet and no replace key or flow key (whose indexes cancel_job keeps);
+-- (record.lua record_cancel_fast) when it allows (no replace key or flow
+-- key, whose indexes cancel_job keeps);
 -- anything else goes through cancel_job, and deliveries under way it
 -- cancelled are added to aborted (id, token).
 local function cancel_chunk(ph, batch, at, aborted)
@@ -189,8 +189,8 @@ local function cancel_chunk(ph, batch, at, aborted)
     local rec = string.sub(id, 1, 1) ~= '~' and recs[i]
     local ok, c, st = false, nil, nil
     if rec then
-      c, st = string.match(rec, '^{"c":(%d+),"s":%d+,"x":%d+,"st":"(%a)"')
-      ok = st ~= nil and st ~= 'c' and st ~= 'd'
+      c, st = record_created_state(rec)
+      ok = st ~= 'c' and st ~= 'd'
       if ok and before and tonumber(c) >= before then ok = false end
       if ok and want_fk ~= '' and ph ~= 'l' then ok = split_record(rec).fk == want_fk end
       if ok and want then
@@ -207,16 +207,11 @@ local function cancel_chunk(ph, batch, at, aborted)
       at = { batch[2 * i], batch[2 * i - 1] }
     else
       n = n + 1
-      local nl = string.find(rec, '\n', 1, true)
-      local meta = string.sub(rec, 1, nl - 1)
-      if ph == 'w' and not is_probe(id) and not string.find(meta, ',"e":', 1, true)
-        and not string.find(meta, ',"ca":', 1, true) and not string.find(meta, ',"dr":', 1, true)
-        and not string.find(meta, ',"rk":', 1, true) and not string.find(meta, ',"fk":', 1, true) then
-        local s = string.find(meta, '"st":"', 1, true)
+      local edited = ph == 'w' and not is_probe(id) and record_cancel_fast(rec, tail)
+      if edited then
         gone[#gone + 1] = id
         recs_out[#recs_out + 1] = id
-        recs_out[#recs_out + 1] = string.sub(meta, 1, s + 5) .. 'd' .. string.sub(meta, s + 7, -2) .. tail ..
-          string.sub(rec, nl)
+        recs_out[#recs_out + 1] = edited
         dead[#dead + 1] = now_s
         dead[#dead + 1] = id
         purge[#purge + 1] = fmt('%d', purge_at({ c = tonumber(c) }, now))

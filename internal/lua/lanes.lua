@@ -641,38 +641,16 @@ function LANE.take(now, max, probing)
   return ids, scores, lanes_of, wake
 end
 
--- The flow key whose JSON string starts at byte i of s (its opening
--- quote): a record's fk, read without decoding the record.
-local function record_flow_key(s, i)
-  -- The common case, a key with no escape: one search.
-  local q = string.find(s, '["\\]', i + 1)
-  if q and string.byte(s, q) == 34 then return string.sub(s, i + 1, q - 1) end
-  local j = i + 1
-  while true do
-    local c = string.byte(s, j)
-    if c == 92 then
-      j = j + 2 -- a backslash escapes the next byte
-    elseif c == 34 or c == nil then
-      break
-    else
-      j = j + 1
-    end
-  end
-  local raw = string.sub(s, i + 1, j - 1)
-  if not string.find(raw, '\\', 1, true) then return raw end
-  return cjson.decode(string.sub(s, i, j))
-end
-
 -- Reads, with one HMGET, the lanes of the keyed jobs among records recs
--- from index from on (settle.lua, before it frees their slots). A
--- record's fk sits right after st (lib.lua's layout rules).
+-- from index from on (settle.lua, before it frees their slots).
 function LANE.prefetch_records(recs, from)
   local fks = {}
   for i = from, #recs do
     local rec = recs[i]
     if rec then
       local p = string.find(rec, '"st":"', 1, true)
-      if p and string.sub(rec, p + 8, p + 13) == ',"fk":' then fks[#fks + 1] = record_flow_key(rec, p + 14) end
+      local fk = p and record_flow_key_at(rec, p + 8)
+      if fk then fks[#fks + 1] = fk end
     end
   end
   lane_prefetch(fks)
@@ -689,7 +667,7 @@ end
 -- The lane functions scripts call by name.
 LANE.member, LANE.member_due, LANE.get, LANE.mark = lane_member, lane_member_due, lane_get, lane_mark
 LANE.touch = lane_touch
-LANE.encode, LANE.decode, LANE.read, LANE.record_flow_key = lane_encode, lane_decode, lane_read, record_flow_key
+LANE.encode, LANE.decode, LANE.read = lane_encode, lane_decode, lane_read
 end
 
 setmetatable(LANE, { __index = function(t, k)

@@ -8,8 +8,8 @@
 --                              Plus PLACEHOLDER (score +inf), see below.
 --                              Plus, per delivery of a job cancelled in flight,
 --                              CANCELLED_SLOT .. token until it ends (the end).
---   K_JOBS      KEYS[3]  HASH  job id -> meta JSON .. "\n" .. raw payload bytes.
---   K_HIST      KEYS[4]  HASH  job id -> history entries, JSON objects joined by ",".
+--   K_JOBS      KEYS[3]  HASH  job id -> its record (record.lua).
+--   K_HIST      KEYS[4]  HASH  job id -> its history (record.lua).
 --   K_STATE     KEYS[5]  HASH  queue state: hold, hold_until, probe_job, reason,
 --                              paused, pause_reason, n_pending, n_awaiting;
 --                              for a queue created over the API, the limits
@@ -31,9 +31,9 @@
 --                              A claim writes only this (and K_INFLIGHT), never
 --                              the job record: the record keeps st p or r while
 --                              the job is in flight, and load() overlays the
---                              lease (st f, t, o, pr). The token is
---                              "<call prefix>|<i>|<order score>[|p]": the order
---                              and probe flag travel in it.
+--                              lease (st f, t, o, pr). The token
+--                              (record.lua lease_token) carries the order
+--                              and the probe flag.
 -- Flow keys (keys.md; lanes.lua has the lane machine). Keyed waiting jobs
 -- live in K_LWAIT, not K_WAITING, which holds the default lane (jobs with
 -- no flowKey) alone, so a queue whose publishers never send a key claims
@@ -71,28 +71,10 @@
 --   23 flowKeys.holdScope ("key"|"queue")
 -- Script-specific arguments start at ARGV[24] (ARG0 + 1).
 --
--- Job meta fields (short names keep memory per waiting job small):
---   c createdAt ms, s first scheduled delivery ms, x lifetime end ms, st state,
---   a attempts spent, d defers spent (both omitted while 0), k idempotency key, o order score (due time
---   when last claimed), t lease token (in flight only), pr probe flag, e last
---   error, dr dead reason, ca completed/dead at ms, sc last webhook status code,
---   h has history although a and d are 0 (set by replay), lc the last nack or
---   defer callback applied ("kind|attempt|ms"), so that one sent again after
---   its reply was lost is answered 2xx again (callback.lua), tp the W3C
---   traceparent the job was published with (canonical: "00-" 32 hex "-" 16
---   hex "-" 2 hex) and ts its tracestate, both only when present.
---   sid the id of the schedule that published the job (schedule.lua), only
---   when it did. rk its replace key (control.md §3), only when given. pri its priority 1..9 (control.md §2; absent: 0), right
---   after tp and ts; it also shapes the job's K_WAITING score (wait_score).
---   fk its flow key (keys.md), right after st, only when it has one; wd
---   the due time of its K_LWAIT member while it waits, when that is not s.
--- Layout rules the fast paths rely on: every record starts with
---   {"c":..,"s":..,"x":..,"st":".." (claim.lua matches it without decoding),
---   and tp and ts come right after st (package store finds tp with one
---   search; settle.lua's fast path edits the record as a string and keeps
---   whatever sits between st and the closing brace).
--- States st: p pending (never delivered, waiting), r waiting again (retry/defer),
---   f in flight, w awaiting ack, c completed, d dead.
+-- The job record (K_JOBS), its history (K_HIST) and the lease token
+-- (K_LEASES) have one codec, record.lua (prepended before this file): its
+-- header lists the meta fields, the states and the layout rules the fast
+-- paths rely on. Nothing here spells the layout; it calls record.lua.
 
 local K_WAITING, K_INFLIGHT, K_JOBS, K_HIST, K_STATE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_LIFETIMES, K_DEAD, K_PURGE, K_IDEM, K_STARTS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
@@ -168,82 +150,6 @@ local function next_rand()
   return r - math.floor(r)
 end
 
-local function split_record(rec)
-  local i = string.find(rec, '\n', 1, true)
-  local m = cjson.decode(string.sub(rec, 1, i - 1))
-  m.a = m.a or 0
-  m.d = m.d or 0
-  return m, string.sub(rec, i + 1)
-end
-
-local fmt = string.format
-
--- The meta members of a job's trace context (see the header): tp is only
--- ever [0-9a-f-] and goes in as it is; ts is free text and is escaped.
-local function trace_members(tp, ts)
-  local s = ',"tp":"' .. tp .. '"'
-  if ts and ts ~= '' then s = s .. ',"ts":' .. cjson.encode(ts) end
-  return s
-end
-
--- Encodes job meta by hand: cjson.encode formats every number through
--- printf("%.14g") and costs several microseconds per job, which a busy queue
--- pays on every claim and settle. Every field is an integer or a string;
--- zero counters are left out (most waiting jobs have them). Free text goes
--- through cjson.encode for its escaping.
-local function encode_meta(m)
-  local p = { fmt('{"c":%d,"s":%d,"x":%d,"st":"%s"', m.c, m.s, m.x, m.st) }
-  if m.fk then p[#p + 1] = ',"fk":' .. cjson.encode(m.fk) end
-  if m.tp then p[#p + 1] = trace_members(m.tp, m.ts) end
-  if m.pri then p[#p + 1] = fmt(',"pri":%d', m.pri) end
-  if m.a ~= 0 then p[#p + 1] = fmt(',"a":%d', m.a) end
-  if m.d ~= 0 then p[#p + 1] = fmt(',"d":%d', m.d) end
-  if m.o then p[#p + 1] = fmt(',"o":%d', m.o) end
-  if m.t then p[#p + 1] = fmt(',"t":"%s"', m.t) end -- tokens are [0-9a-z.:]
-  if m.pr then p[#p + 1] = ',"pr":1' end
-  if m.h then p[#p + 1] = ',"h":1' end
-  if m.lc then p[#p + 1] = ',"lc":' .. cjson.encode(m.lc) end
-  if m.sc then p[#p + 1] = fmt(',"sc":%d', m.sc) end
-  if m.ca then p[#p + 1] = fmt(',"ca":%d', m.ca) end
-  if m.dr then p[#p + 1] = ',"dr":' .. cjson.encode(m.dr) end
-  if m.k then p[#p + 1] = ',"k":' .. cjson.encode(m.k) end
-  if m.e then p[#p + 1] = ',"e":' .. cjson.encode(m.e) end
-  if m.sid then p[#p + 1] = ',"sid":' .. cjson.encode(m.sid) end -- the schedule that published it (schedule.lua)
-  if m.rk then p[#p + 1] = ',"rk":' .. cjson.encode(m.rk) end -- its replace key (publish.lua, control.md §3)
-  if m.wd then p[#p + 1] = fmt(',"wd":%d', m.wd) end
-  p[#p + 1] = '}'
-  return table.concat(p)
-end
-
--- Encodes a history entry; the common shapes (no free text, no fractional
--- retryAfter) by hand, for the same reason as encode_meta.
-local function encode_entry(e)
-  if e.retryAfter or e.error or e.reason or e.scope then return cjson.encode(e) end
-  local s = fmt('{"attempt":%d,"status":"%s","ts":%d', e.attempt, e.status, e.ts)
-  if e.code then s = s .. fmt(',"code":%d', e.code) end
-  if e.probe then s = s .. ',"probe":true' end
-  if e.acked then s = s .. ',"acked":true' end
-  return s .. '}'
-end
-
--- Whether a job has no history entry yet: nothing was attempted or deferred,
--- and it was never replayed (replay keeps the history and sets h).
-local function no_history(m)
-  return m.a == 0 and m.d == 0 and not m.h
-end
-
--- A job in flight: its record says p or r, its lease (K_LEASES) says more.
-local function overlay(m, lease)
-  if lease and (m.st == 'p' or m.st == 'r') then
-    m.st = 'f'
-    m.t = lease
-    local o = string.match(lease, '|(%d+)|p$')
-    if o then m.pr = 1 else o = string.match(lease, '|(%d+)$') end
-    m.o = tonumber(o)
-  end
-  return m
-end
-
 local function load(id)
   local rec = redis.call('HGET', K_JOBS, id)
   if not rec then return nil, nil end
@@ -259,26 +165,13 @@ local function live_state(id, st)
 end
 
 local function save(id, m, payload)
-  redis.call('HSET', K_JOBS, id, encode_meta(m) .. '\n' .. payload)
+  redis.call('HSET', K_JOBS, id, encode_record(m, payload))
 end
-
--- A job's history keeps its latest entries up to this many bytes (a few
--- hundred entries; maxAttempts + maxDefers is 55 by default): replays keep
--- the history, and without a bound every append would copy a history that
--- grows with every replay cycle. The oldest entries go first.
-local HIST_MAX_BYTES = 32768
 
 local function hist_append_encoded(id, e)
   -- Most jobs end with their first entry: one HSETNX instead of HGET + HSET.
   if redis.call('HSETNX', K_HIST, id, e) == 1 then return end
-  local h = redis.call('HGET', K_HIST, id) .. ',' .. e
-  if #h > HIST_MAX_BYTES then
-    -- Entries are flat JSON objects joined by ",": '},{"' occurs only
-    -- between two of them (inside a string a quote is always escaped).
-    local cut = string.find(h, '},{"', #h - HIST_MAX_BYTES, true)
-    if cut then h = string.sub(h, cut + 2) end
-  end
-  redis.call('HSET', K_HIST, id, h)
+  redis.call('HSET', K_HIST, id, history_append(redis.call('HGET', K_HIST, id), e))
 end
 
 local function hist_append(id, entry)
@@ -859,29 +752,24 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
     local rec = recs[i]
     if rec then
       -- The record is not decoded, let alone rewritten: the lifetime end and
-      -- state sit at the front of every record (publish.lua, encode_meta),
-      -- and the daemon reads attempts and createdAt from the record itself.
-      local x, st = string.match(rec, '^{"c":%d+,"s":%d+,"x":(%d+),"st":"(%a)"')
-      if not x then
-        local m = split_record(rec)
-        x, st = m.x, m.st
-      end
+      -- state sit at the front of every record (record.lua), and the daemon
+      -- reads attempts and createdAt from the record itself.
+      local x, st = record_lifetime_state(rec)
       local lane = lanes_of and lanes_of[id]
       if st == 'p' then was_pending = was_pending + 1 end
       if lane and st ~= 'p' and st ~= 'r' then
         -- Not waiting after all (a lane member left behind by a job that
         -- moved on): never delivered twice.
         LANE.untake(lane, id)
-      elseif tonumber(x) <= now then
+      elseif x <= now then
         local m, payload = split_record(rec)
         if lane then LANE.untake(lane, id) end
         to_dead(id, m, payload, now, 'lifetime_exceeded')
         note_reaped('lifetime', id, 'DEAD', 'lifetime_exceeded')
       else
-        local token = fmt('%s|%d|%s', prefix, i, scores[i])
+        local token = lease_token(prefix, i, scores[i], probing)
         local flag = '0'
         if probing then
-          token = token .. '|p'
           set_probe(id)
           flag = '1'
         elseif lane and LANE.fresh_probe[id] then
@@ -977,12 +865,12 @@ local function call_replay(n, prefix)
       local mine = prefix .. '|'
       for _, id in ipairs(split(ids, ',')) do
         local token = redis.call('HGET', K_LEASES, id)
-        if token and string.sub(token, 1, #mine) == mine then
+        if token and lease_of_call(token, mine) then
           local rec = redis.call('HGET', K_JOBS, id)
           if rec then
             jobs[#jobs + 1] = id
             jobs[#jobs + 1] = token
-            jobs[#jobs + 1] = string.sub(token, -2) == '|p' and '1' or '0'
+            jobs[#jobs + 1] = lease_is_probe(token) and '1' or '0'
             jobs[#jobs + 1] = rec
           end
         end

@@ -141,8 +141,7 @@ while pi <= #phases do
     if not before and id ~= PLACEHOLDER then
       local rec = redis.call('HGET', K_JOBS, id)
       if rec then
-        local st = string.match(rec, '^{"c":%d+,"s":%d+,"x":%d+,"st":"(%a)"')
-        if not st then st = split_record(rec).st end
+        local st = record_state(rec)
         local lease = ''
         if set == 'I' and st ~= 'w' then
           lease = redis.call('HGET', K_LEASES, id) or ''

@@ -50,21 +50,36 @@ const (
 var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, QueueDef, QueueDrop, Registry, Cancel, Schedule, SchedIndex, Lists, Stats, Keys}
 
 // prelude lists the files prepended to every script, in order: hold.lua
-// (the hold machine, for a queue and a lane alike), lib.lua (keys,
-// parameters, the job transitions) and lanes.lua (flow keys' lanes).
-var prelude = []string{"hold.lua", "lib.lua", "lanes.lua"}
+// (the hold machine, for a queue and a lane alike), record.lua (the job
+// record's codec: the stored layout, the fast-path edits, the lease
+// token), lib.lua (keys, parameters, the job transitions) and lanes.lua
+// (flow keys' lanes).
+var prelude = []string{"hold.lua", "record.lua", "lib.lua", "lanes.lua"}
 
 // Source returns the full source of a script: the shared prelude followed by
 // the script's own body.
 func Source(name string) (string, error) {
+	body, err := files.ReadFile(name + ".lua")
+	if err != nil {
+		return "", fmt.Errorf("read script %q: %w", name, err)
+	}
+	return WithPrelude(string(body))
+}
+
+// WithPrelude returns body with the shared prelude before it, as Source
+// builds every script: package store's golden tests run the record codec
+// (record.lua) through it on a real Redis.
+func WithPrelude(body string) (string, error) {
 	var b strings.Builder
-	for _, f := range append(prelude, name+".lua") {
+	for _, f := range prelude {
 		src, err := files.ReadFile(f)
 		if err != nil {
-			return "", fmt.Errorf("read %s for script %q: %w", f, name, err)
+			return "", fmt.Errorf("read prelude %s: %w", f, err)
 		}
 		b.Write(src)
 		b.WriteByte('\n')
 	}
+	b.WriteString(body)
+	b.WriteByte('\n')
 	return b.String(), nil
 }

@@ -90,6 +90,7 @@ do
   end
 end
 local rk_fresh = {} -- replace key -> index in hset of the record stored by this call
+local swaps = {}    -- stored jobs whose payload a replace key swapped: id, record
 local rk_set = {}   -- K_IDEM entries for new jobs with a replace key
 
 local out, hset, zadd, life, idem = { now }, {}, {}, {}, {}
@@ -98,8 +99,7 @@ local fresh = {} -- keyed jobs stored by this call: id -> true
 -- Jobs without a delay share one meta prefix and one due time, formatted once.
 local now_s = fmt('%d', now)
 local plain_x = fmt('%d', now + P.lifetime)
-local plain = fmt('{"c":%s,"s":%s,"x":%s,"st":"p"', now_s, now_s, plain_x)
-local plain_rec = plain .. '}\n'
+local plain = record_head_new(now_s, now_s, plain_x)
 
 for i = 1, n do
   local b = ARG0 + 2 + (i - 1) * STRIDE
@@ -128,18 +128,16 @@ for i = 1, n do
     local target, c = nil, nil
     if at then
       -- Published by this very call, not yet written: swap its payload.
-      local rec = hset[at + 1]
-      hset[at + 1] = string.sub(rec, 1, string.find(rec, '\n', 1, true)) .. payload
+      hset[at + 1] = record_with_payload(hset[at + 1], payload)
       target, c = hset[at], now_s
     elseif rk_known[rk] then
       local e = rk_known[rk]
       local rec = redis.call('HGET', K_JOBS, e)
-      local nl = rec and string.find(rec, '\n', 1, true)
-      if nl and string.find(string.sub(rec, 1, nl), '^{"c":%d+,"s":%d+,"x":%d+,"st":"p"')
-        and not string.find(string.sub(rec, 1, nl), ',"h":', 1, true)
-        and redis.call('HEXISTS', K_LEASES, e) == 0 then
-        redis.call('HSET', K_JOBS, e, string.sub(rec, 1, nl) .. payload)
-        target, c = e, string.match(rec, '^{"c":(%d+)')
+      local created = record_untouched(rec)
+      if created and redis.call('HEXISTS', K_LEASES, e) == 0 then
+        swaps[#swaps + 1] = e
+        swaps[#swaps + 1] = record_with_payload(rec, payload)
+        target, c = e, created
       end
     end
     if target then
@@ -155,18 +153,13 @@ for i = 1, n do
     out[i + 1] = dup
   else
     -- The meta of a new job has a fixed shape: formatted, not cjson-encoded
-    -- (see encode_meta). Its due time goes to ZADD as that same string.
-    local delay, due_s, x_s, rec = ARGV[b + 2], now_s, plain_x, nil
-    local meta = plain
-    local tr = traced[i] or ''
+    -- (record.lua record_new). Its due time goes to ZADD as that same string.
+    local delay, due_s, x_s = ARGV[b + 2], now_s, plain_x
+    local head = plain
     local pri = ARGV[b + 3]
     local fk = ARGV[b + 5]
-    -- The flow key sits right after st (lib.lua's layout rules).
-    if fk ~= '' then tr = ',"fk":' .. cjson.encode(fk) .. tr end
-    if pri ~= '0' and pri ~= '' then tr = tr .. ',"pri":' .. fmt('%d', tonumber(pri)) end
-    local tail = '}\n'
+    local members = record_new_members(fk, traced[i] or '', (pri ~= '0' and pri ~= '') and tonumber(pri) or 0)
     if rk ~= '' then
-      tail = ',"rk":' .. cjson.encode(rk) .. '}\n'
       rk_fresh[rk] = #hset + 1
       fresh[id] = true
       rk_set[#rk_set + 1] = REPLACE_FIELD .. rk
@@ -176,18 +169,14 @@ for i = 1, n do
       local due = now + tonumber(delay)
       due_s = fmt('%d', due)
       x_s = fmt('%d', due + P.lifetime)
-      meta = fmt('{"c":%s,"s":%s,"x":%s,"st":"p"', now_s, due_s, x_s)
+      head = record_head_new(now_s, due_s, x_s)
     end
+    local rec = record_new(head, members, key, rk, ARGV[b + 6])
     if key ~= '' then
-      rec = meta .. tr .. ',"k":' .. cjson.encode(key) .. tail .. ARGV[b + 6]
       idem[#idem + 1] = key
       idem[#idem + 1] = id
       known[key] = id
       fresh[id] = true
-    elseif meta == plain and tr == '' and rk == '' then
-      rec = plain_rec .. ARGV[b + 6]
-    else
-      rec = meta .. tr .. tail .. ARGV[b + 6]
     end
     local h = #hset
     hset[h + 1] = id
@@ -215,6 +204,10 @@ if #hset > 0 then
   redis.call('ZADD', K_LIFETIMES, unpack(life))
   redis.call('HINCRBY', K_STATE, 'n_pending', #hset / 2)
 end
+-- The loop above only read: every write comes after it, so a job of the
+-- batch that fails (a bad delay or priority) fails the call with nothing
+-- written.
+if #swaps > 0 then redis.call('HSET', K_JOBS, unpack(swaps)) end
 if #lwait > 0 then
   redis.call('ZADD', K_LWAIT, unpack(lwait))
   LANE.published_members(lwait, now)

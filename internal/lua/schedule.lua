@@ -19,7 +19,7 @@
 --         @every schedule in ms (0: a cron schedule, whose ticks package
 --         schedule computes with robfig/cron), pri its priority (one
 --         digit), and the job record around the tick (job_parts): a tick's
---         record is the call's {"c":..,"s":..,"x":..,"st":"p" .. head ..
+--         record is the call's record_head_new(...) .. head ..
 --         tick .. tail, one string join, no JSON encoding per tick.
 -- K_SRUN, K_SDUE and K_SFIRE also hold lib.lua's PLACEHOLDER (a field
 -- with value "", a member with score +inf) from a queue's first schedule to
@@ -125,28 +125,13 @@ local function spec_of(meta)
   return tostring(meta.cron) .. '\t' .. tostring(meta.timezone)
 end
 
--- The job record of a tick, around the tick: the record publish.lua writes
--- for a job without a delay (lib.lua's encode_meta: c, s, x and st first,
--- then fk when the schedule has a flow key, pri, k), plus the schedule that
--- published it (sid), then "\n" and
--- the payload. head ends inside k ("schedule:<id>:"), tail starts by
--- closing it. Built when the schedule is written, so that a firing only
--- joins strings: a member every job of the schedule carries is one more
--- line here, in encode_meta's order.
+-- The job record of a tick, around the tick (record.lua
+-- record_tick_parts): head ends inside the idempotency key, before the
+-- tick; tail closes it and ends with the payload.
 local function job_parts(id, meta, payload)
-  local head, tail = {}, {}
-  if type(meta.flowKey) == 'string' and meta.flowKey ~= '' then
-    head[#head + 1] = ',"fk":' .. cjson.encode(meta.flowKey) -- right after st (lib.lua)
-  end
-  local pri = tonumber(meta.priority) or 0
-  if pri > 0 then head[#head + 1] = fmt(',"pri":%d', pri) end
-  local key = cjson.encode('schedule:' .. id .. ':')
-  head[#head + 1] = ',"k":' .. string.sub(key, 1, -2)
-  tail[#tail + 1] = '"'
-  tail[#tail + 1] = ',"sid":' .. cjson.encode(id)
-  tail[#tail + 1] = '}\n'
-  tail[#tail + 1] = payload
-  return table.concat(head), table.concat(tail)
+  local fk = ''
+  if type(meta.flowKey) == 'string' then fk = meta.flowKey end
+  return record_tick_parts(id, fk, tonumber(meta.priority) or 0, payload)
 end
 
 -- K_SFIRE's value for a definition (see the header).
@@ -158,26 +143,16 @@ local function fire_record(id, def, iv)
   return fmt('%d|%d', iv, pri) .. head .. '\n' .. tail
 end
 
--- The flow key of a fire record whose head holds ',"fk":' (its JSON string
--- starts at i, the opening quote), decoded once per schedule and call.
+-- The flow key of a fire record whose job members start at i (nil:
+-- none), read once per schedule and call (false: none).
 local fk_cache = {}
 local function fire_flow_key(v, i)
   local k = fk_cache[v]
-  if k then return k end
-  local j = i + 1
-  while true do
-    local c = string.byte(v, j)
-    if c == 92 then
-      j = j + 2 -- a backslash escapes the next byte
-    elseif c == 34 or c == nil then
-      break
-    else
-      j = j + 1
-    end
+  if k == nil then
+    k = record_flow_key_at(v, i) or false
+    fk_cache[v] = k
   end
-  k = cjson.decode(string.sub(v, i, j))
-  fk_cache[v] = k
-  return k
+  return k or nil
 end
 
 -- Millisecond times as strings, formatted once per call (a round's ticks
@@ -222,8 +197,8 @@ local function publish_ticks(now, T)
   end
   local found = redis.call('HMGET', K_IDEM, unpack(keys))
   local lwait, lane_n, lane_order = {}, {}, {} -- keyed ticks (flow keys, lanes.lua)
-  local head = fmt('{"c":%d,"s":%d,"x":%d,"st":"p"', now, now, now + P.lifetime)
   local life = fmt('%d', now + P.lifetime)
+  local head = record_head_new(fmt('%d', now), fmt('%d', now), life)
   local scores = {}
   local jobs, waiting, lifetimes, idem, runs, due = {}, {}, {}, {}, {}, {}
   local w, r = 0, 0
@@ -245,9 +220,9 @@ local function publish_ticks(now, T)
       end
       jobs[w + 1] = job
       jobs[w + 2] = head .. string.sub(v, bar + 2, nl - 1) .. tss[i] .. string.sub(v, nl + 1)
-      if string.sub(v, bar + 2, bar + 7) == ',"fk":' then
+      local fk = fire_flow_key(v, bar + 2)
+      if fk then
         -- A schedule with a flow key: its jobs wait in their lane.
-        local fk = fire_flow_key(v, bar + 8)
         lwait[#lwait + 1] = '0'
         lwait[#lwait + 1] = LANE.member(fk, pri, now, job)
         if not lane_n[fk] then

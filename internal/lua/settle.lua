@@ -36,6 +36,19 @@
 --   RETRY <due ms> | DEAD <reason> | DEFERRED <release ms> | RELEASED |
 --   STALE (token no longer current: nothing written).
 local n = tonumber(ARGV[ARG0 + 1])
+-- Every outcome is checked before anything is written: a bad one fails the
+-- whole call, never after part of the batch was applied.
+local KINDS = { ok = true, delivered = true, fail = true, defer = true, release = true }
+for i = 0, n - 1 do
+  local b = ARG0 + 2 + i * 7
+  local kind = ARGV[b + 2]
+  if not KINDS[kind] then return redis.error_reply('settle: unknown outcome kind ' .. tostring(kind)) end
+  if kind == 'defer' then
+    local ra = ARGV[b + 5]
+    if string.byte(ra, 1) == 64 then ra = string.sub(ra, 2) end -- '@'
+    if not tonumber(ra) then return redis.error_reply('settle: defer of ' .. ARGV[b] .. ': bad retryAfter ' .. ARGV[b + 5]) end
+  end
+end
 local claim_max = tonumber(ARGV[ARG0 + 2 + n * 7])
 local again = call_replay(n, (claim_max and claim_max > 0) and ARGV[ARG0 + 3 + n * 7] or nil)
 if again then return again end
@@ -69,30 +82,26 @@ for i = 0, n - 1 do
   local rec, lease = recs[i + 1], leases[i + 1]
   local word, detail
   -- The fast path: the first delivery of a job, a 2xx in standard mode, not
-  -- the probe. The record is edited as a string, not decoded: st p becomes
-  -- c, and a, sc and ca are appended. Its history is left implicit (no
-  -- entry written): package store reads such a record as one successful
-  -- attempt with status sc at ca. A record with h (replayed) keeps an
-  -- explicit history and takes the general path.
+  -- the probe. The record is edited as a string, not decoded
+  -- (record_complete_fast): its history is left implicit (no entry
+  -- written). A record with h (replayed) keeps an explicit history and
+  -- takes the general path.
   local fast = false
   if rec and lease == token and not written[id] and kind == 'ok' and code and not is_probe(id) then
-    local nl = string.find(rec, '\n', 1, true)
-    local p = string.find(rec, '"st":"p"', 1, true)
-    local h = string.find(rec, ',"h":', 1, true)
-    local c = string.match(rec, '^{"c":(%d+)')
-    -- A keyed job (fk right after st) frees its lane's slot (lanes.lua),
-    -- unless it is its lane's probe, which takes the general path.
+    local p, nl, c, fk = record_fast_open(rec)
+    -- A keyed job frees its lane's slot (lanes.lua), unless it is its
+    -- lane's probe, which takes the general path.
     local lane = nil
-    if nl and p and p < nl and string.sub(rec, p + 8, p + 13) == ',"fk":' then
+    if fk then
       -- The first keyed job of the batch reads the lanes of all of them.
       if not lanes_read then
         LANE.prefetch_records(recs, i + 1)
         lanes_read = true
       end
-      lane = LANE.get(LANE.record_flow_key(rec, p + 14))
-      if lane.probe == id then nl = nil end
+      lane = LANE.get(fk)
+      if lane.probe == id then p = nil end
     end
-    if nl and p and p < nl and (not h or h > nl) and c then
+    if p then
       fast = true
       if lane then
         if lane.nf > 0 then lane.nf = lane.nf - 1 end
@@ -100,9 +109,8 @@ for i = 0, n - 1 do
       end
       done_ids[#done_ids + 1] = id
       done_recs[#done_recs + 1] = id
-      done_recs[#done_recs + 1] = string.sub(rec, 1, p + 5) .. 'c' .. string.sub(rec, p + 7, nl - 2) ..
-        fmt(',"a":1,"sc":%d,"ca":%d}', code, now) .. string.sub(rec, nl)
-      done_purge[#done_purge + 1] = fmt('%d', purge_at({ c = tonumber(c) }, now))
+      done_recs[#done_recs + 1] = record_complete_fast(rec, p, nl, code, now)
+      done_purge[#done_purge + 1] = fmt('%d', purge_at({ c = c }, now))
       done_purge[#done_purge + 1] = id
       word, detail = 'COMPLETED', ''
     end
@@ -142,9 +150,7 @@ for i = 0, n - 1 do
       leave_inflight(id, m)
       to_waiting(id, m, payload, order)
       word, detail = 'RELEASED', ''
-    else
-      return redis.error_reply('settle: unknown outcome kind ' .. tostring(kind))
-    end
+    end -- no other kind: checked before the loop
   end
   if word ~= 'STALE' then written[id] = true end
   out[#out + 1] = word
