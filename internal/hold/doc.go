@@ -4,8 +4,12 @@
 // every daemon of a fleet sees one hold: lua/hold.lua has them once
 // (hold_apply, hold_gate, hold_take_probe, hold_end_probe, hold_resume),
 // for the queue (lua/lib.lua's queue_hold) and for each lane of a queue
-// alike (flow keys, lua/lanes.lua; keys.md §3). This package documents them
-// and holds the Go-side rules.
+// alike (flow keys, lua/lanes.lua; keys.md §3). The scripts report each
+// queue transition an outcome made as data with Redis' times (a hold
+// started, extended or kept and its release, the probe ended, the queue
+// reopened: store.Settled Hold, ProbeEnded, ReopenedAt), and metrics and
+// the event timeline take them as they are; Go keeps no copy of a hold.
+// This package documents them and holds the Go-side rules.
 //
 // The state machine of one queue:
 //

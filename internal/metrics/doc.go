@@ -22,9 +22,11 @@
 //     reason, script), never by job or flow key; lanes are counted per
 //     queue (simpleqd_lane_holds_total, simpleqd_lane_probes_total).
 //
-// Some series are approximations; each one's help text and the method that
-// feeds it says how. The main gap: transitions made inside Redis scripts
-// without a Go caller seeing the result (an expired lease or ack timeout,
-// lifetime expiry of a waiting job) are not counted by the event counters;
-// the Redis-read gauges still show their effect.
+// Holds and probes are counted from what the scripts report of each
+// outcome (store.Settled Hold and ProbeEnded, with Redis' times), so no copy
+// of a queue's hold is kept here and a start counted by one daemon is a
+// start fleet-wide. The gap: transitions made inside Redis scripts without
+// a Go caller seeing the result (an expired lease or ack timeout, lifetime
+// expiry of a waiting job) are not counted by the event counters; the
+// Redis-read gauges still show their effect.
 package metrics
