@@ -131,7 +131,6 @@ type Metrics struct {
 	deliveryDurationBy  seriesCache[string, prometheus.Observer]
 	publishToDeliveryBy seriesCache[string, prometheus.Observer]
 	scriptDurationBy    seriesCache[string, prometheus.Observer]
-
 }
 
 // seriesCache remembers a metric vector's children by label values.
