@@ -23,7 +23,7 @@ func TestDemoFlowKeys(t *testing.T) {
 	const jobs = 80
 	s, err := demo.RunKeys(context.Background(), demo.KeysOptions{
 		JobsPerTenant: jobs, Concurrency: 6, Latency: 20 * time.Millisecond,
-		Warmup: 150 * time.Millisecond, LimitFor: 1500 * time.Millisecond, RetryAfter: 400 * time.Millisecond,
+		Warmup: 150 * time.Millisecond, LimitFor: 3 * time.Second, RetryAfter: 400 * time.Millisecond,
 		DurationLimit: 60 * time.Second, PlainEvery: 100 * time.Millisecond, Out: &out,
 	})
 	text := out.String()
@@ -40,7 +40,10 @@ func TestDemoFlowKeys(t *testing.T) {
 	require.Zero(t, s.Flowing.Limited, "globex is never limited")
 	require.Equal(t, jobs+s.Limited.Limited, s.Limited.Deliveries, "every delivery of acme was a success or a 429")
 	require.Equal(t, jobs, s.Flowing.Deliveries, "globex: one delivery per job")
-	require.GreaterOrEqual(t, s.Limited.Rounds, 3, "a 1.5s limit with 0.4s Retry-After takes several rounds")
+	// On a quiet machine a 3 s limit with 0.4 s Retry-After takes about 7
+	// rounds; under a loaded suite the deliveries run late and fewer
+	// rounds fall inside the limit (one was seen with 1.5 s).
+	require.GreaterOrEqual(t, s.Limited.Rounds, 2, "a 3s limit with 0.4s Retry-After takes several rounds")
 	require.Equal(t, s.Limited.Limited, s.Limited.FirstRound+s.Limited.Rounds-1,
 		"the first round's in-flight 429s, then one probe 429 per later round")
 	require.GreaterOrEqual(t, s.LaneProbes, s.Limited.Rounds, "each hold ends with a probe")

@@ -138,7 +138,7 @@ func (r soakReport) String() string {
   deliveries:      %d, duplicate 2xx deliveries %d (%.2f%% of jobs)
   concurrency:     highest %d in flight at the webhook, limit %d
   rate:            highest %d delivery starts admitted in any %s window on Redis' clock (%d starts logged),
-                   limit %d; at the webhook: highest %d starts in any window 100 ms shorter, %d in
+                   limit %d; at the webhook: highest %d starts in any window 250 ms shorter, %d in
                    any full window (arrival jitter: a delivery admitted late in one window can
                    arrive together with the next window's)
   goroutines:      %.0f after warm-up, %.0f at the end (daemon 1)
@@ -313,9 +313,12 @@ soak:
 	hook.mu.Unlock()
 	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
 	// Starts are seen at the webhook some time after Redis admitted them,
-	// and on a loaded machine (daemons restarting, GC) that transit varies
-	// by tens of milliseconds: count within the window less 100 ms.
-	rep.maxRate = maxInWindow(starts, soakWindow-100*time.Millisecond)
+	// and on a loaded machine (daemons restarting, GC, the rest of the
+	// suite) that transit varies by tens to hundreds of milliseconds (156
+	// in a window 100 ms short was seen at load 10 on 2 cores, while Redis'
+	// own log of admitted starts held the limit exactly): count within the
+	// window less 250 ms. The exact check is the admitted starts' below.
+	rep.maxRate = maxInWindow(starts, soakWindow-250*time.Millisecond)
 	rep.maxRateSeen = maxInWindow(starts, soakWindow)
 	// The limit itself, exactly: the claim script's own log of admitted
 	// starts (Redis' clock), sampled before it trims them.
