@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -538,5 +539,81 @@ func TestLanesScheduleFlowKey(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, c.Jobs, 1)
 		require.Equal(t, fk, c.Jobs[0].FlowKey)
+	})
+}
+
+// A claim that takes many jobs from few lanes reads each lane's next jobs
+// ahead (lanes.lua lane_next): it still takes them in priority order, then
+// publish order, passes over jobs not yet due, and alternates between
+// equally weighted lanes; what it leaves is taken, in order, by the next.
+func TestLanesBigClaimKeepsOrder(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-ahead")
+		q.Concurrency = 100
+		var jobs []store.NewJob
+		for i := 0; i < 24; i++ {
+			j := store.NewJob{Payload: json.RawMessage(`{"i":` + strconv.Itoa(i) + `}`), FlowKey: "A"}
+			switch {
+			case i%6 == 0:
+				j.Priority = 7
+			case i%6 == 1:
+				j.Priority = 9
+				j.Delay = time.Hour // not due: never taken here
+			}
+			jobs = append(jobs, j)
+		}
+		for i := 0; i < 6; i++ {
+			jobs = append(jobs, store.NewJob{Payload: json.RawMessage(`{"b":` + strconv.Itoa(i) + `}`), FlowKey: "B"})
+		}
+		res, err := s.Publish(ctx, q, jobs)
+		require.NoError(t, err)
+		// The due jobs of A in order: priority 7 first, then the rest.
+		var wantA []string
+		for i := 0; i < 24; i += 6 {
+			wantA = append(wantA, res[i].ID)
+		}
+		for i := 0; i < 24; i++ {
+			if i%6 != 0 && i%6 != 1 {
+				wantA = append(wantA, res[i].ID)
+			}
+		}
+		var wantB []string
+		for i := 24; i < 30; i++ {
+			wantB = append(wantB, res[i].ID)
+		}
+		var gotA, gotB []string
+		lanes := ""
+		c, err := s.Claim(ctx, q, 14)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 14)
+		outs := []store.Outcome{}
+		for _, j := range c.Jobs {
+			if j.FlowKey == "A" {
+				gotA = append(gotA, j.ID)
+			} else {
+				gotB = append(gotB, j.ID)
+			}
+			lanes += j.FlowKey
+			outs = append(outs, store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeOK, StatusCode: 200})
+		}
+		// Equal weights: the lanes take turns while both have due jobs.
+		require.Equal(t, "ABABABABABABAA", lanes)
+		_, c, err = s.SettleAndClaim(ctx, q, outs, store.Refill{Max: 50})
+		require.NoError(t, err)
+		for _, j := range c.Jobs {
+			if j.FlowKey == "A" {
+				gotA = append(gotA, j.ID)
+			} else {
+				gotB = append(gotB, j.ID)
+			}
+		}
+		require.Equal(t, wantA, gotA, "lane A: priority, then publish order, delayed jobs left")
+		require.Equal(t, wantB, gotB)
+		c, err = s.Claim(ctx, q, 50)
+		require.NoError(t, err)
+		require.Empty(t, c.Jobs, "only the delayed jobs are left")
+		require.Equal(t, store.Empty, c.Word)
 	})
 }
