@@ -58,6 +58,12 @@ func (s *Store) Publish(ctx context.Context, q QueueParams, jobs []NewJob) ([]Pu
 	if err != nil {
 		return nil, err
 	}
+	return parsePublished(q, ids, res)
+}
+
+// parsePublished reads publish.lua's reply for the jobs of ids.
+func parsePublished(q QueueParams, ids []string, res any) ([]Published, error) {
+	jobs := ids
 	a := newReply(lua.Publish, q.Name, res, 1+len(jobs))
 	a.want(a.len() == 1+len(jobs), "want one value per job")
 	now := fromMS(a.int(0))
@@ -69,8 +75,10 @@ func (s *Store) Publish(ctx context.Context, q QueueParams, jobs []NewJob) ([]Pu
 			continue
 		}
 		// "<word>|<id>|<createdAt ms>|<state>"; ids and states hold no "|".
+		// NEW: this call ran before (a retry after a lost reply), DUP: an
+		// idempotent repeat, REP: a replaced payload (lua/publish.lua).
 		f := strings.SplitN(r, "|", 4)
-		if len(f) != 4 || (f[0] != "DUP" && f[0] != "REP") {
+		if len(f) != 4 || (f[0] != "NEW" && f[0] != "DUP" && f[0] != "REP") {
 			a.fail("job %d: %q", i+1, r)
 			break
 		}

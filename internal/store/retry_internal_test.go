@@ -48,6 +48,9 @@ func TestPublishScriptRunTwice(t *testing.T) {
 		// NEW|id|createdAt|state: the same job, created at the first run, in flight.
 		require.Equal(t, fmt.Sprintf("NEW|%s|%d|f", id, a[0]), b[1],
 			"key %q: a retried publish reports the job stored then, not a new one", key)
+		pub, err := parsePublished(q, []string{id}, again)
+		require.NoError(t, err, "key %q: the store reads NEW as the job stored then", key)
+		require.Equal(t, []Published{{ID: id, CreatedAt: fromMS(a[0].(int64)), Status: StatusProcessing}}, pub)
 
 		st, err := s.QueueStatus(ctx, q)
 		require.NoError(t, err)
