@@ -43,28 +43,36 @@ func scriptStat(b *testing.B, rdb *redis.Client, field string) float64 {
 	return total
 }
 
-// BenchmarkScriptsPerJob measures Redis' script time per job for the three
-// calls every delivered job passes through, in the batch sizes a busy
-// daemon uses: publish (1,000 per call), claim, and settle-and-claim (20
-// outcomes per call, refilling 20). Run it with
-//
-//	go test ./store -run '^$' -bench ScriptsPerJob
-//
-// The "redis-µs/job" metric is what bounds a single Redis' throughput.
-func BenchmarkScriptsPerJob(b *testing.B) {
+// benchSetup starts the Redis of a store benchmark and loads the scripts;
+// it gives the queue (concurrency unbounded, so only the script's work is
+// measured) and the 200-byte payload every benchmark job carries.
+func benchSetup(b *testing.B, queueName string) (*redistest.Server, *redis.Client, *store.Store, store.QueueParams, json.RawMessage) {
+	b.Helper()
 	srv := redistest.Start(b)
 	rdb := srv.Client(b)
 	s, err := store.New(rdb, store.Options{Prefix: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	if err := s.Load(ctx); err != nil {
+	if err := s.Load(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	q := queue("bench")
+	q := queue(queueName)
 	q.Concurrency = 1 << 20
-	payload := json.RawMessage(`{"data":"` + strings.Repeat("x", 180) + `"}`)
+	return srv, rdb, s, q, json.RawMessage(`{"data":"` + strings.Repeat("x", 180) + `"}`)
+}
+
+// BenchmarkScriptsPerJob measures Redis' script time per job for the three
+// calls every delivered job passes through, in the batch sizes a busy
+// daemon uses: publish (1,000 per call), claim, and settle-and-claim (20
+// outcomes per call, refilling 20). Run it with
+//
+//	go test ./internal/store -run '^$' -bench ScriptsPerJob -benchtime 2000x
+//
+// The "redis-µs/job" metric is what bounds a single Redis' throughput.
+func BenchmarkScriptsPerJob(b *testing.B) {
+	srv, rdb, s, q, payload := benchSetup(b, "bench")
+	ctx := context.Background()
 	fill := func(n int) {
 		jobs := make([]store.NewJob, 1000)
 		for i := range jobs {

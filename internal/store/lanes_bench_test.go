@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"strconv"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/simpleq/simpleqd/internal/redistest"
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
@@ -35,19 +33,8 @@ import (
 // redis-cpu-µs/job, the CPU time Redis' main thread spent
 // (/proc/<pid>/schedstat), grows much less.
 func BenchmarkLanes(b *testing.B) {
-	srv := redistest.Start(b)
-	rdb := srv.Client(b)
-	s, err := store.New(rdb, store.Options{Prefix: "bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv, rdb, s, q, payload := benchSetup(b, "lanes")
 	ctx := context.Background()
-	if err := s.Load(ctx); err != nil {
-		b.Fatal(err)
-	}
-	q := queue("lanes")
-	q.Concurrency = 1 << 20
-	payload := json.RawMessage(`{"data":"` + strings.Repeat("x", 180) + `"}`)
 	// fill publishes perLane jobs to each of lanes lanes (0: no key),
 	// round-robin over the lanes, 1,000 jobs per call.
 	fill := func(b *testing.B, lanes, total int) {
