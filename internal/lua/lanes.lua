@@ -33,7 +33,11 @@
 -- Per job taken that leaves one ZRANGEBYLEX in K_LWAIT (O(log jobs)) to
 -- find the lane's next job, or none when the lane is visited again in the
 -- same call (its next members are read ahead). An empty, held or capped
--- lane is in no set that a claim reads.
+-- lane is in no set that a claim reads. A lane is decoded only when a step
+-- needs its state: a job completed on settle's fast path counts against
+-- its lane undecoded (LANE.complete), and a ready or timed lane that
+-- nothing else in the call reads has its field's in-flight count edited as
+-- a string at LANE.flush.
 
 -- Loaded on first use: the whole machine below is defined inside
 -- lanes_load, which the first access to a LANE member that is not yet
@@ -98,11 +102,29 @@ local function lane_encode(L)
     L.until_ms, L.probe, L.pass, L.at, L.atv, L.w, L.conc, L.rmax, L.reason)
 end
 
+-- Lanes read but not decoded yet: fk -> its field's value (false: none).
+-- A lane is decoded on its first lane_get; until then a completed job of
+-- the lane only counts in lane_dnf (LANE.complete), and a lane no other
+-- step decodes has its field edited as a string at LANE.flush.
+local lane_raw = {}
+local lane_dnf = {}   -- fk -> jobs that left in flight, not yet in nf
+local lane_dlist = {} -- the keys of lane_dnf, in order
+
+local lane_touch -- below
+
 local function lane_get(fk)
   local L = lane_cache[fk]
   if not L then
-    L = lane_decode(fk, redis.call('HGET', K_LANES, fk))
+    local v = lane_raw[fk]
+    if v == nil then v = redis.call('HGET', K_LANES, fk) end
+    L = lane_decode(fk, v or nil)
     lane_cache[fk] = L
+    local d = lane_dnf[fk]
+    if d then
+      lane_dnf[fk] = nil
+      L.nf = math.max(0, L.nf - d)
+      lane_touch(L)
+    end
   end
   return L
 end
@@ -111,14 +133,14 @@ end
 local function lane_prefetch(fks)
   local want = {}
   for _, fk in ipairs(fks) do
-    if not lane_cache[fk] then
+    if not lane_cache[fk] and lane_raw[fk] == nil then
       want[#want + 1] = fk
-      lane_cache[fk] = false -- asked for: a repeat in fks is not asked twice
+      lane_raw[fk] = false -- asked for: a repeat in fks is not asked twice
     end
   end
   if #want == 0 then return end
   local vs = redis.call('HMGET', K_LANES, unpack(want))
-  for i, fk in ipairs(want) do lane_cache[fk] = lane_decode(fk, vs[i] or nil) end
+  for i, fk in ipairs(want) do lane_raw[fk] = vs[i] or false end
 end
 
 local function lane_mark(L)
@@ -134,7 +156,7 @@ end
 -- LANE.flush writes it without placing it again (no command but its
 -- field's write). A lane that is nowhere (capped, its probe out, empty)
 -- is placed again: the freed slot may let it start.
-local function lane_touch(L)
+lane_touch = function(L)
   if L.placed == nil and L.at ~= '' then L.placed = true end
   if L.at == '' then L.placed = false end
   if not lane_mark_set[L.fk] then
@@ -321,6 +343,38 @@ end
 -- claim's own flush: a lane settled and claimed in one call is written once.
 function LANE.flush(now, place_only)
   lane_rem_flush()
+  -- Lanes that jobs left (LANE.complete) and no step decoded: one that is
+  -- ready or timed stays where it is, so its field's nf is edited as a
+  -- string (at the final flush: a claim in this call may still decode
+  -- it); one that is nowhere (capped, or its probe out) may start again
+  -- and is decoded and placed.
+  local raw_w = nil
+  if #lane_dlist > 0 then
+    local keep = {}
+    for _, fk in ipairs(lane_dlist) do
+      local d = lane_dnf[fk]
+      if d then
+        local v = lane_raw[fk]
+        local p1 = string.find(v, '|', 1, true)
+        local p2 = string.find(v, '|', p1 + 1, true)
+        local q = p2
+        for _ = 3, 7 do q = string.find(v, '|', q + 1, true) end
+        local at = string.byte(v, q + 1)
+        if at ~= 114 and at ~= 116 then -- neither 'r' nor 't'
+          lane_get(fk)
+        elseif place_only then
+          keep[#keep + 1] = fk
+        else
+          local nv = string.sub(v, 1, p1) .. math.max(0, (tonumber(string.sub(v, p1 + 1, p2 - 1)) or 0) - d) .. string.sub(v, p2)
+          lane_raw[fk], lane_dnf[fk] = nv, nil
+          raw_w = raw_w or {}
+          raw_w[#raw_w + 1] = fk
+          raw_w[#raw_w + 1] = nv
+        end
+      end
+    end
+    lane_dlist = keep
+  end
   local ready = {}
   for _, L in ipairs(lane_marked) do
     -- A lane LANE.take placed after its last change is where it belongs.
@@ -333,7 +387,7 @@ function LANE.flush(now, place_only)
   end
   lane_call_all('ZADD', K_LREADY, ready)
   if place_only then return end
-  local w, del = {}, {}
+  local w, del = raw_w or {}, {}
   for _, L in ipairs(lane_marked) do lane_write(L, w, del) end
   lane_call_all('HSET', K_LANES, w)
   lane_call_all('HDEL', K_LANES, del)
@@ -357,6 +411,34 @@ function LANE.leave(m)
     L.nf = L.nf - 1
   end
   lane_touch(L)
+end
+
+-- A keyed job completed on settle's fast path (2xx, standard mode, its
+-- first delivery): its lane's slot is free. Returns false, changing
+-- nothing, when the job may be its lane's probe (settle takes the general
+-- path). A lane no other step of the call decodes is not decoded at all:
+-- the job counts in lane_dnf, and LANE.flush edits the lane's field.
+function LANE.complete(fk, id)
+  local L = lane_cache[fk]
+  if not L then
+    local v = lane_raw[fk]
+    if v == nil then
+      v = redis.call('HGET', K_LANES, fk) or false
+      lane_raw[fk] = v
+    end
+    -- The id anywhere in the field (its probe, or a reason's text): decode.
+    if v and not string.find(v, id, 1, true) then
+      local d = lane_dnf[fk]
+      if not d then lane_dlist[#lane_dlist + 1] = fk end
+      lane_dnf[fk] = (d or 0) + 1
+      return true
+    end
+    L = lane_get(fk)
+  end
+  if L.probe == id then return false end
+  if L.nf > 0 then L.nf = L.nf - 1 end
+  lane_touch(L)
+  return true
 end
 
 -- A keyed job's webhook answered 2xx in ack mode: in flight -> awaiting ack.

@@ -91,22 +91,16 @@ for i = 0, n - 1 do
     local p, nl, c, fk = record_fast_open(rec)
     -- A keyed job frees its lane's slot (lanes.lua), unless it is its
     -- lane's probe, which takes the general path.
-    local lane = nil
-    if fk then
+    if p and fk then
       -- The first keyed job of the batch reads the lanes of all of them.
       if not lanes_read then
         LANE.prefetch_records(recs, i + 1)
         lanes_read = true
       end
-      lane = LANE.get(fk)
-      if lane.probe == id then p = nil end
+      if not LANE.complete(fk, id) then p = nil end
     end
     if p then
       fast = true
-      if lane then
-        if lane.nf > 0 then lane.nf = lane.nf - 1 end
-        LANE.touch(lane)
-      end
       done_ids[#done_ids + 1] = id
       done_recs[#done_recs + 1] = id
       done_recs[#done_recs + 1] = record_complete_fast(rec, p, nl, code, now)

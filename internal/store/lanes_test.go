@@ -617,3 +617,68 @@ func TestLanesBigClaimKeepsOrder(t *testing.T) {
 		require.Equal(t, store.Empty, c.Word)
 	})
 }
+
+// Completions on settle's fast path count in the lane's field without the
+// lane being decoded when no other step of the call needs it (lanes.lua
+// LANE.complete): a ready lane's in-flight count is edited as a string,
+// alone, with a claim in the same call, and for several jobs of one lane.
+func TestLanesCompletionsEditReadyLane(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-complete")
+		publishKeyed(t, s, q, "A", 6)
+		publishKeyed(t, s, q, "B", 6)
+		c, err := s.Claim(ctx, q, 6)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"A": 3, "B": 3}, lanesOf(c.Jobs))
+		counts := func(fk string) store.Counts {
+			k, err := s.GetKey(ctx, q, fk)
+			require.NoError(t, err)
+			return k.Counts
+		}
+		var a []store.ClaimedJob
+		for _, j := range c.Jobs {
+			if j.FlowKey == "A" {
+				a = append(a, j)
+			}
+		}
+		// Two of A's jobs complete in one call: A stays ready with one in flight.
+		settleAll(t, s, q, a[:2], store.OutcomeOK, 200, 0)
+		require.EqualValues(t, 1, counts("A").Processing)
+		require.EqualValues(t, 3, counts("A").Pending)
+		require.EqualValues(t, 3, counts("B").Processing)
+		// A's last one and all of B's complete, and the same call claims.
+		outs := []store.Outcome{{ID: a[2].ID, Token: a[2].Token, Kind: store.OutcomeOK, StatusCode: 200}}
+		for _, j := range c.Jobs {
+			if j.FlowKey == "B" {
+				outs = append(outs, store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeOK, StatusCode: 200})
+			}
+		}
+		res, c2, err := s.SettleAndClaim(ctx, q, outs, store.Refill{Max: 2})
+		require.NoError(t, err)
+		require.Len(t, res, 4)
+		require.Len(t, c2.Jobs, 2)
+		got := lanesOf(c2.Jobs)
+		require.EqualValues(t, got["A"], counts("A").Processing)
+		require.EqualValues(t, 3-got["A"], counts("A").Pending)
+		require.EqualValues(t, got["B"], counts("B").Processing)
+		require.EqualValues(t, 3-got["B"], counts("B").Pending)
+		// Everything drains: the lanes end with no field at all.
+		left := c2.Jobs
+		for range 10 {
+			settleAll(t, s, q, left, store.OutcomeOK, 200, 0)
+			c3, err := s.Claim(ctx, q, 3)
+			require.NoError(t, err)
+			left = c3.Jobs
+			if len(left) == 0 {
+				break
+			}
+		}
+		require.Empty(t, left)
+		for _, fk := range []string{"A", "B"} {
+			_, err := s.GetKey(ctx, q, fk)
+			require.ErrorIs(t, err, store.ErrNotFound, "lane %s occupies nothing", fk)
+		}
+	})
+}
