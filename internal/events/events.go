@@ -223,7 +223,8 @@ func (l *Log) Claimed(queue string, j store.ClaimedJob) {
 	}
 	l.pending[j.ID] = pendingJob{attempt: j.Attempt, probe: j.Probe}
 	if j.Probe {
-		l.recordLocked(queue, Event{Kind: KindProbe, JobID: j.ID, Attempt: j.Attempt, Probe: true})
+		// Redis' time of the probe, like every other hold event's.
+		l.recordLocked(queue, Event{Kind: KindProbe, Time: j.ProbeAt, JobID: j.ID, Attempt: j.Attempt, Probe: true})
 	}
 }
 

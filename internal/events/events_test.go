@@ -144,3 +144,15 @@ func settled(o interface{ Settled(store.Settlement) }, q string, out store.Outco
 func callback(o interface{ Settled(store.Settlement) }, q string, cb store.Callback, s store.Settled) {
 	o.Settled(store.Settlement{Queue: q, JobID: cb.JobID, Source: store.FromCallback, Callback: cb, Attempt: cb.Attempt, Result: s})
 }
+
+// A probe's event shows when Redis took it (ClaimedJob.ProbeAt), not this
+// daemon's clock, which may be off by any amount.
+func TestProbeEventHasRedisTime(t *testing.T) {
+	l := New(0)
+	l.now = func() time.Time { return time.UnixMilli(1_000) } // a daemon clock far off
+	at := time.UnixMilli(1_800_000_000_123)
+	l.Claimed("q", store.ClaimedJob{ID: "j1", Attempt: 1, Probe: true, ProbeAt: at})
+	evs := l.Recent("q", 1)
+	require.Equal(t, KindProbe, evs[0].Kind)
+	require.Equal(t, at, evs[0].Time)
+}

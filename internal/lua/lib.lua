@@ -768,12 +768,14 @@ local function claim_jobs(now, max, prefix, skip_housekeeping)
         note_reaped('lifetime', id, 'DEAD', 'lifetime_exceeded')
       else
         local token = lease_token(prefix, i, scores[i], probing)
+        -- A probe's flag carries the time it was taken, on Redis' clock,
+        -- so the daemon's event log shows the fleet's time, not its own.
         local flag = '0'
         if probing then
           set_probe(id)
-          flag = '1'
+          flag = '1:' .. now_s
         elseif lane and LANE.fresh_probe[id] then
-          flag = 'k' -- the probe of a held lane (lanes.lua)
+          flag = 'k:' .. now_s -- the probe of a held lane (lanes.lua)
         end
         leases[#leases + 1] = id
         leases[#leases + 1] = token
@@ -994,7 +996,7 @@ local function stats_claim(c, r)
     local first = 4 + 4 * n
     c.start = (c.start or 0) + (#r - first + 1) / 4
     for i = first + 2, #r, 4 do
-      if r[i] == '1' then c.probe = (c.probe or 0) + 1 end
+      if string.byte(r[i], 1) == 49 then c.probe = (c.probe or 0) + 1 end -- '1' or '1:<ms>'
     end
   end
 end

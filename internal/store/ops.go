@@ -122,6 +122,10 @@ type ClaimedJob struct {
 	// lane (keys.md §3), which reopens only that lane.
 	Probe     bool
 	LaneProbe bool
+	// ProbeAt is when a probe was taken, on Redis' clock (zero for a job
+	// that is not a probe): the time its event shows, whatever this
+	// daemon's clock says.
+	ProbeAt time.Time
 	// FlowKey is the job's flow key ("" for none), sent as the
 	// x-simpleq-flow-key header (keys.md §1).
 	FlowKey string
@@ -180,6 +184,20 @@ func (s *Store) ClaimCall(ctx context.Context, q QueueParams, max int, call stri
 	return parseClaim(q, arr)
 }
 
+// probeFlag reads a claimed job's flag (lib.lua claim_jobs): "0", or "1"
+// (the queue's probe) or "k" (a lane's), each followed by ":" and the
+// time it was taken in ms. A bare "1" (a call answered again from its log,
+// lib.lua call_replay) has no time: its event takes the daemon's.
+func probeFlag(v string) (flag string, at time.Time) {
+	f, t, ok := strings.Cut(v, ":")
+	if ok {
+		if n, err := strconv.ParseInt(t, 10, 64); err == nil {
+			at = fromMS(n)
+		}
+	}
+	return f, at
+}
+
 func parseClaim(q QueueParams, arr []any) (ClaimResult, error) {
 	r := newReply(lua.Claim, q.Name, arr, 3)
 	if err := r.err(); err != nil {
@@ -218,7 +236,7 @@ func parseClaim(q QueueParams, arr []any) (ClaimResult, error) {
 		if err != nil {
 			return ClaimResult{}, fmt.Errorf("claim on queue %s: job %s: %w", q.Name, id, err)
 		}
-		flag := r.str(b + 2)
+		flag, probeAt := probeFlag(r.str(b + 2))
 		out.Jobs = append(out.Jobs, ClaimedJob{
 			ID:          id,
 			Attempt:     m.A + 1,
@@ -227,6 +245,7 @@ func parseClaim(q QueueParams, arr []any) (ClaimResult, error) {
 			Token:       r.str(b + 1),
 			Probe:       flag == "1",
 			LaneProbe:   flag == "k",
+			ProbeAt:     probeAt,
 			FlowKey:     m.FlowKey,
 			Payload:     m.Payload,
 			TraceParent: m.TraceParent,

@@ -260,6 +260,7 @@ func TestQueueHoldProbeReopen(t *testing.T) {
 		require.Equal(t, store.Claimed, probe.Word)
 		require.Len(t, probe.Jobs, 1, "exactly one probe")
 		require.True(t, probe.Jobs[0].Probe)
+		require.WithinDuration(t, b.rdb.Time(ctx).Val(), probe.Jobs[0].ProbeAt, 2*time.Second, "taken at Redis' time")
 		require.Equal(t, c.Jobs[0].ID, probe.Jobs[0].ID, "the deferred job waited where it was")
 		require.Equal(t, 1, probe.Jobs[0].Attempt, "a defer spends no attempt")
 		require.Equal(t, 1, probe.Jobs[0].DeferCount)
