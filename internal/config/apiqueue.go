@@ -57,7 +57,7 @@ func ResolveQueueSpec(name string, spec QueueSpec, defaults QueueSettings) (Queu
 		fromEnv: map[string]string{},
 		given:   map[string]bool{},
 	}
-	q := Queue{Name: name, QueueSettings: defaults, Checked: true}
+	q := Queue{Name: name, QueueSettings: defaults, Checked: true, Defined: true}
 	schema := apiQueueSchema(&q)
 	raw := lowerKeys(spec, "", l.keys)
 	l.decodeSection("", "", schema, raw)

@@ -263,7 +263,11 @@ type Queue struct {
 	// written (netguard.Policy.CheckURL), and every connection it makes is
 	// checked at the address dialled. Queues loaded from the file leave it
 	// false: they are trusted, as runtime.md §2 says.
-	Checked       bool
+	Checked bool
+	// Defined marks a queue created over the API (ResolveQueueSpec): its
+	// definition lives in Redis, and its settings are written there only
+	// while the definition exists (store.QueueParams.Defined).
+	Defined       bool
 	QueueSettings `cfg:",inline"`
 }
 

@@ -7,8 +7,8 @@
 -- KEYS: the queue keys of lib.lua, then KEYS[KX + 1] the queue's statistics
 -- (lib.lua stats_flush; lib.lua names KEYS[KX + 1] K_CALL, which this script
 -- never uses).
--- ARGV[1..19]: queue parameters (lib.lua).
--- ARGV[20..26]: id, kind ("ack"|"nack"|"defer"), attempt ("" when not given),
+-- ARGV[1..ARG0]: per-call values (lib.lua).
+-- ARGV[ARG0 + 1..7]: id, kind ("ack"|"nack"|"defer"), attempt ("" when not given),
 --   retryable ("1"|"0", nack), retryAfter ms (defer), scope ("queue"|"job",
 --   defer), reason.
 -- Returns {word, detail, hold}:
@@ -19,6 +19,7 @@
 -- within a minute, while the job waits or has ended): it was applied once
 -- and changes nothing now. A worker that retries after a 503 whose callback
 -- had been applied (its reply lost to a Redis stall) gets 2xx, not 409.
+if not conf_load() then return redis.error_reply(NOCONF) end
 local id, kind, attempt = ARGV[ARG0 + 1], ARGV[ARG0 + 2], ARGV[ARG0 + 3]
 local retryable = ARGV[ARG0 + 4] == '1'
 local retry_after, scope, reason = tonumber(ARGV[ARG0 + 5]), ARGV[ARG0 + 6], ARGV[ARG0 + 7]

@@ -9,22 +9,22 @@
 --   "<phase>\n<position>" kept CURSOR_TTL ms after each step and deleted
 --   when the scan is done, so that the same request sent again (done:
 --   false) goes on where the last one stopped, on any daemon.
--- ARGV[1..19]: queue parameters (lib.lua).
--- ARGV[20]: "one" or "bulk".
--- one: ARGV[21] job id, ARGV[22] lastError to write ("cancelled: <reason>").
+-- ARGV[1..ARG0]: per-call values (lib.lua).
+-- ARGV[ARG0 + 1]: "one" or "bulk".
+-- one: ARGV[ARG0 + 2] job id, ARGV[ARG0 + 3] lastError to write ("cancelled: <reason>").
 --   Returns {word, status, token}:
 --     NOTFOUND | TERMINAL <"c"|"d"> | CANCELLED <status it had> <lease
 --     token of the delivery under way, "" for none>.
--- bulk: ARGV[21] lastError; ARGV[22] phase: "w" (K_WAITING), "f"
+-- bulk: ARGV[ARG0 + 2] lastError; ARGV[ARG0 + 3] phase: "w" (K_WAITING), "f"
 --   (K_INFLIGHT), or "start" (go on from the stored cursor, or from the
---   start of w without one); ARGV[23] the phase's position ("" for its
---   start; see take_after); ARGV[24] at most this many set members looked
---   at in this call; ARGV[25] this call's time budget in µs of Redis' clock;
---   ARGV[26] statuses to match, joined by "," ("" for any); ARGV[27]
+--   start of w without one); ARGV[ARG0 + 4] the phase's position ("" for its
+--   start; see take_after); ARGV[ARG0 + 5] at most this many set members looked
+--   at in this call; ARGV[ARG0 + 6] this call's time budget in µs of Redis' clock;
+--   ARGV[ARG0 + 7] statuses to match, joined by "," ("" for any); ARGV[ARG0 + 8]
 --   createdBefore ms ("" for any).
 --   One step walks the phase's set in its own order (score, then member),
---   CHUNK members at a time, until ARGV[24] members were looked at or
---   ARGV[25] µs have passed (checked after each chunk, its writes
+--   CHUNK members at a time, until ARGV[ARG0 + 5] members were looked at or
+--   ARGV[ARG0 + 6] µs have passed (checked after each chunk, its writes
 --   included), whichever comes first, then the next phase if both allow.
 --   Its work is bounded by members looked at, matching or not, and by time:
 --   a few milliseconds per call whatever the backlog or the filter
@@ -34,6 +34,7 @@
 --   looked at, then per job cancelled in flight: id, token}. Phase w covers
 --   pending and waiting processing jobs; f covers deliveries under way and
 --   awaiting_ack.
+if not conf_load() then return redis.error_reply(NOCONF) end
 local op = ARGV[ARG0 + 1]
 local now = now_ms()
 

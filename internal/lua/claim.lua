@@ -5,11 +5,11 @@
 -- KEYS: the queue keys of lib.lua.
 -- KEYS[KX + 1] (18): the call log of this token prefix (lib.lua K_CALL).
 -- KEYS[KX + 2] (19): the queue's statistics (lib.lua stats_flush).
--- ARGV[1..19]: queue parameters (lib.lua).
--- ARGV[20]: max, the most jobs this caller can take now (its free local slots).
+-- ARGV[1..ARG0]: per-call values (lib.lua).
+-- ARGV[ARG0 + 1]: max, the most jobs this caller can take now (its free local slots).
 --           0: housekeeping only (a caller whose slots are all busy); the
 --           reply is BUSY with the time the housekeeping is next needed.
--- ARGV[21]: token prefix, unique per call (from Go, the same when a call is
+-- ARGV[ARG0 + 2]: token prefix, unique per call (from Go, the same when a call is
 --           sent again); job i's lease token is prefix.."|"..i.."|"..order.
 --           A call whose prefix was seen within one lease answers with the
 --           jobs that call leased, still leased (the call log, lib.lua).
@@ -30,6 +30,7 @@
 --         createdAt from its meta, which is cheaper there than in Lua.
 local again = call_replay(0, ARGV[ARG0 + 2])
 if again then return again end
+if not conf_load() then return redis.error_reply(NOCONF) end
 local now = now_ms()
 local r = claim_jobs(now, tonumber(ARGV[ARG0 + 1]), ARGV[ARG0 + 2])
 if r[1] == 'CLAIMED' then call_record({}, r) end

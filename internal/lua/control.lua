@@ -1,8 +1,8 @@
 -- control.lua — operator pause and resume.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..19]: queue parameters (lib.lua).
--- ARGV[20]: "pause" or "resume"; ARGV[21]: reason (pause only).
+-- ARGV[1..ARG0]: per-call values (lib.lua).
+-- ARGV[ARG0 + 1]: "pause" or "resume"; ARGV[ARG0 + 2]: reason (pause only).
 -- pause: nothing is delivered until resume; deliveries in flight finish.
 -- resume: ends a pause and also ends a backpressure hold early: a held queue
 --   goes to probing, so it still reopens only through one successful probe.

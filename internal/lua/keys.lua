@@ -3,7 +3,7 @@
 -- override, resume a held lane. Lanes live in lanes.lua's keys.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..23]: queue parameters (lib.lua).
+-- ARGV[1..ARG0]: per-call values (lib.lua).
 -- ARGV[ARG0 + 1]: op, then per op (Returns after the arrow):
 --   get <fk>                        -> {now, fk, lane} or {now}
 --   put <fk> <conc> <rmax> <weight> -> {now, fk, lane}; "" leaves a value
@@ -17,6 +17,7 @@
 --       end); active leaves held and probing lanes out. Bounded: at most
 --       limit lanes, and for HSCAN about limit fields looked at per call.
 -- lane: the packed state of lanes.lua (nw|nf|na|held|until|probe|...).
+if not conf_load() then return redis.error_reply(NOCONF) end
 local op, fk = ARGV[ARG0 + 1], ARGV[ARG0 + 2]
 local now = now_ms()
 

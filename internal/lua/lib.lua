@@ -12,9 +12,11 @@
 --   K_HIST      KEYS[4]  HASH  job id -> its history (record.lua).
 --   K_STATE     KEYS[5]  HASH  queue state: hold, hold_until, probe_job, reason,
 --                              paused, pause_reason, n_pending, n_awaiting;
+--                              conf and confm, the queue's settings
+--                              (conf.lua writes them, conf_load reads them);
 --                              for a queue created over the API, the limits
 --                              it set: lim_conc, lim_rmax, lim_rwin (ms),
---                              which override ARGV 2-4 (queuedef.lua).
+--                              which override conf's (queuedef.lua).
 --   K_LIFETIMES KEYS[6]  ZSET  job id -> end of its delivery lifetime (ms), for
 --                              every waiting job (states p and r). Each job
 --                              keeps its own end (x): a reload that changes
@@ -59,17 +61,11 @@
 --                              the client's read timeout) is answered from it
 --                              when sent again, so no lease belongs to nobody.
 --
--- Queue parameters, ARGV[1..23], identical for every script (package store builds them):
---   1 mode ("standard"|"ack")   2 concurrency   3 rateLimitMax   4 rateLimitWindow ms
---   5 maxAttempts   6 maxDefers   7 delivery lease ms   8 ackTimeout ms
---   9 ackTimeoutAction ("retry"|"dead")   10 backoff type ("exponential"|"fixed")
---   11 backoff base ms   12 backoff max ms   13 jitter ("1"|"0")   14 jobLifetime ms
---   15 retention ms   16 random in [0,1) from Go (Lua's math.random is deterministic)
---   17 maintenance batch: max items reaped/expired/purged per call
---   18 breaker failures (0: off)   19 breaker holdFor ms
---   20 flowKeys.concurrency   21 flowKeys.rateLimitMax   22 flowKeys.rateLimitWindow ms
---   23 flowKeys.holdScope ("key"|"queue")
--- Script-specific arguments start at ARGV[24] (ARG0 + 1).
+-- ARGV[1..2] (ARG0 = 2), the same in every script (package store builds them):
+--   1 a random value in [0,1) from Go (Lua's math.random is deterministic)
+--   2 the maintenance batch: max items reaped/expired/purged per call
+-- The queue's settings are not in ARGV: conf_load reads them from K_STATE.
+-- Script-specific arguments start at ARGV[3] (ARG0 + 1).
 --
 -- The job record (K_JOBS), its history (K_HIST) and the lease token
 -- (K_LEASES) have one codec, record.lua (prepended before this file): its
@@ -101,32 +97,66 @@ LANE.flush = function() end
 -- (in_flight) and the next lease deadline (maintain) leave it out.
 local PLACEHOLDER = '~simpleqd placeholder: keeps this key a skiplist/hash table, not a job'
 
-local P = {
-  mode = ARGV[1],
-  concurrency = tonumber(ARGV[2]),
-  rate_max = tonumber(ARGV[3]),
-  rate_window = tonumber(ARGV[4]),
-  max_attempts = tonumber(ARGV[5]),
-  max_defers = tonumber(ARGV[6]),
-  lease = tonumber(ARGV[7]),
-  ack_timeout = tonumber(ARGV[8]),
-  ack_action = ARGV[9],
-  backoff_type = ARGV[10],
-  backoff_base = tonumber(ARGV[11]),
-  backoff_max = tonumber(ARGV[12]),
-  jitter = ARGV[13] == '1',
-  lifetime = tonumber(ARGV[14]),
-  retention = tonumber(ARGV[15]),
-  rand = tonumber(ARGV[16]),
-  batch = tonumber(ARGV[17]),
-  breaker_failures = tonumber(ARGV[18]) or 0,
-  breaker_hold = tonumber(ARGV[19]) or 0,
-  fk_conc = tonumber(ARGV[20]) or 0,
-  fk_rmax = tonumber(ARGV[21]) or 0,
-  fk_rwin = tonumber(ARGV[22]) or 1000,
-  hold_scope = ARGV[23] or 'key',
-}
-local ARG0 = 23
+-- The queue's settings (P), read from K_STATE's conf field by conf_load(),
+-- never from ARGV: every daemon's call enforces the one set the fleet last
+-- wrote (package store writes it when its copy of the queue changes; see
+-- store/doc.go), so a rolling reload never runs two sets at once. ARGV
+-- carries only what differs per call: the random value and the
+-- maintenance batch. A setting read before conf_load() is an error, not a
+-- silent nil, so a script that forgets to load fails its first test.
+local P = { rand = tonumber(ARGV[1]), batch = tonumber(ARGV[2]) }
+local ARG0 = 2
+setmetatable(P, { __index = function(_, k) error('simpleqd: queue setting ' .. k .. ' read before conf_load()') end })
+
+-- conf_load reads the settings package store wrote (conf.lua), in this
+-- order: "v1", mode, concurrency, rateLimitMax, rateLimitWindow ms,
+-- maxAttempts, maxDefers, delivery lease ms, ackTimeout ms,
+-- ackTimeoutAction, backoff type, base ms, max ms, jitter, jobLifetime ms,
+-- retention ms, breaker failures, breaker holdFor ms, flowKeys
+-- concurrency, rateLimitMax, rateLimitWindow ms, holdScope. Fields are only
+-- ever appended, so a script older than the writer reads the ones it
+-- knows and one newer takes the default of those it is missing. They are
+-- stored twice in one write: confm, MessagePack values one after another,
+-- which Redis' cmsgpack unpacks in one C call (docs/performance.md,
+-- "settings in Redis": ~0.7 µs against ~6 µs for splitting a text), and
+-- conf, the same joined by ",", for miniredis, whose Lua has no cmsgpack
+-- (unit tests only). false when the queue has none.
+local CMSGPACK = rawget(_G, 'cmsgpack') -- miniredis guards reads of missing globals
+local function conf_load()
+  local v, mode, conc, rmax, rwin, att, defers, lease, ackt, acka, bot, bob, bom, jit, life, ret, bf, bh, fc, fr, fw, hs
+  if CMSGPACK then
+    local raw = redis.call('HGET', K_STATE, 'confm')
+    if not raw then return false end
+    v, mode, conc, rmax, rwin, att, defers, lease, ackt, acka, bot, bob, bom, jit, life, ret, bf, bh, fc, fr, fw, hs =
+      CMSGPACK.unpack(raw)
+  else
+    local raw = redis.call('HGET', K_STATE, 'conf')
+    if not raw then return false end
+    local c, n = {}, 0
+    for f in string.gmatch(raw .. ',', '([^,]*),') do
+      n = n + 1
+      c[n] = f
+    end
+    local function num(i) return tonumber(c[i]) end
+    v, mode, conc, rmax, rwin = c[1], c[2], num(3), num(4), num(5)
+    att, defers, lease, ackt, acka = num(6), num(7), num(8), num(9), c[10]
+    bot, bob, bom, jit, life, ret = c[11], num(12), num(13), c[14] == '1', num(15), num(16)
+    bf, bh, fc, fr, fw, hs = num(17), num(18), num(19), num(20), num(21), c[22]
+  end
+  if v ~= 'v1' then return false end
+  P.mode, P.concurrency, P.rate_max, P.rate_window = mode or 'standard', conc or 1, rmax or 0, rwin or 1000
+  P.max_attempts, P.max_defers, P.lease, P.ack_timeout = att or 1, defers or 0, lease or 30000, ackt or 0
+  P.ack_action, P.backoff_type, P.backoff_base, P.backoff_max = acka or 'retry', bot or 'exponential', bob or 0, bom or 0
+  P.jitter, P.lifetime, P.retention = jit == true, life or 0, ret or 0
+  P.breaker_failures, P.breaker_hold = bf or 0, bh or 0
+  P.fk_conc, P.fk_rmax, P.fk_rwin, P.hold_scope = fc or 0, fr or 0, fw or 1000, hs or 'key'
+  return true
+end
+
+-- The error a script answers, before any write, when conf_load() finds no
+-- settings: every script that reads P starts with
+--   if not conf_load() then return redis.error_reply(NOCONF) end
+local NOCONF = 'NOCONF the queue has no settings in Redis'
 
 -- Redis' clock, in whole milliseconds: the one clock every daemon agrees on.
 local function now_ms()

@@ -44,10 +44,13 @@ const (
 	Stats = "stats"
 	// Keys reads and changes a queue's lanes (flow keys, keys.md §2-§5).
 	Keys = "keys"
+	// Conf writes a queue's settings, which every other script reads
+	// from Redis (package store, conf.go).
+	Conf = "conf"
 )
 
 // All lists every script, so start-up can load each one before serving.
-var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, QueueDef, QueueDrop, Registry, Cancel, Schedule, SchedIndex, Lists, Stats, Keys}
+var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, QueueDef, QueueDrop, Registry, Cancel, Schedule, SchedIndex, Lists, Stats, Keys, Conf}
 
 // prelude lists the files prepended to every script, in order: hold.lua
 // (the hold machine, for a queue and a lane alike), record.lua (the job

@@ -1,7 +1,7 @@
 -- publish.lua — store new jobs, atomically per call.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..19]: queue parameters (lib.lua).
+-- ARGV[1..ARG0]: per-call values (lib.lua).
 -- ARGV[ARG0 + 1]: n, the number of jobs; then per job 7 values:
 --   id, idempotency key ("" for none), delay ms, priority ("0".."9",
 --   control.md §2: stored as pri when not 0, and in the job's K_WAITING
@@ -32,6 +32,7 @@
 -- idempotency key is checked first. A publish without replace keys pays
 -- one string comparison per job.
 -- The common answer is one empty string per job, cheap to build and send.
+if not conf_load() then return redis.error_reply(NOCONF) end
 local now = now_ms()
 local n = tonumber(ARGV[ARG0 + 1])
 local STRIDE = 7 -- values per job

@@ -4,18 +4,18 @@
 --   definition HASH: spec (the settings as given, JSON, secret included),
 --   rev (the definition's revision, from 1), created and updated (ms), and
 --   deleting ("1" while a DELETE removes the queue's jobs; queuedrop.lua).
--- ARGV[1..19]: queue parameters (lib.lua; unused).
--- ARGV[20]: the revision the caller read ("" for none: write whatever is
+-- ARGV[1..ARG0]: per-call values (lib.lua; unused).
+-- ARGV[ARG0 + 1]: the revision the caller read ("" for none: write whatever is
 --   stored, PUT; a PATCH sends the revision it merged into).
--- ARGV[21]: the spec JSON.
--- ARGV[22..24]: the limits the spec sets, "" where it leaves them to the
+-- ARGV[ARG0 + 2]: the spec JSON.
+-- ARGV[ARG0 + 3..5]: the limits the spec sets, "" where it leaves them to the
 --   file's defaults: concurrency, rateLimitMax, rateLimitWindow ms. They go
 --   to K_STATE (lim_conc, lim_rmax, lim_rwin), where every claim reads them
 --   (lib.lua claim_jobs): whatever copy of the definition a daemon holds,
 --   the fleet claims under the limits written last, so a lowered limit
 --   holds at once and only jobs already in flight can exceed it.
 -- Returns {"CREATED"|"REPLACED", rev, created ms} when written;
---   {"CONFLICT", rev} when the stored revision is not ARGV[20] (another
+--   {"CONFLICT", rev} when the stored revision is not ARGV[ARG0 + 1] (another
 --   write came between the caller's read and this one: read and merge
 --   again); {"DELETING"} while a delete is under way.
 local K_META = KEYS[KX + 1]

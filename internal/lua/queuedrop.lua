@@ -4,10 +4,10 @@
 -- KEYS: the queue keys of lib.lua, then KEYS[KX + 1] K_META (queuedef.lua) and
 --   KEYS[KX + 2] the queue's statistics hash (lib.lua stats_flush), removed with
 --   the rest.
--- ARGV[1..19]: queue parameters (lib.lua; 17, the batch, bounds the jobs
+-- ARGV[1..ARG0]: per-call values (lib.lua; 2, the batch, bounds the jobs
 --   removed per call).
--- ARGV[20]: "1" to purge (remove jobs that are not terminal too), "0" not.
--- ARGV[21]: "1" on the first call of a delete, "0" on the calls after it.
+-- ARGV[ARG0 + 1]: "1" to purge (remove jobs that are not terminal too), "0" not.
+-- ARGV[ARG0 + 2]: "1" on the first call of a delete, "0" on the calls after it.
 -- The first call decides: without purge, a queue with a job waiting, in
 -- flight or awaiting ack is refused (BUSY) and nothing changes; otherwise
 -- the definition is marked deleting (queuedef.lua then refuses writes),

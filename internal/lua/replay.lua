@@ -2,10 +2,11 @@
 -- and defers reset, a fresh lifetime from now, pending again.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..19]: queue parameters (lib.lua).
--- ARGV[20]: "ids" or "all"; ARGV[21..]: job ids (ids), or ARGV[21] = the most
+-- ARGV[1..ARG0]: per-call values (lib.lua).
+-- ARGV[ARG0 + 1]: "ids" or "all"; ARGV[ARG0 + 2..]: job ids (ids), or ARGV[ARG0 + 2] = the most
 --   to replay in this call (all; the caller repeats while more remain).
 -- Returns {replayed, remaining dead}.
+if not conf_load() then return redis.error_reply(NOCONF) end
 local now = now_ms()
 local ids
 if ARGV[ARG0 + 1] == 'all' then

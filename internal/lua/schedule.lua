@@ -29,8 +29,8 @@
 -- an entry longer than 64 bytes makes the key a hash table or skiplist. It is
 -- never a schedule (ids are [A-Za-z0-9._-]) and never due.
 -- (lib.lua reads KEYS[12] as K_CALL; this script never uses the call log.)
--- ARGV[1..19]: queue parameters (lib.lua): a firing uses jobLifetime.
--- ARGV[20]: the operation, then its arguments. Returns what each operation
+-- ARGV[1..ARG0]: per-call values (lib.lua): a firing uses jobLifetime.
+-- ARGV[ARG0 + 1]: the operation, then its arguments. Returns what each operation
 -- names after its arrow:
 --   put id def source next iv
 --        create or replace; iv: the interval of an @every cron in ms, 0 for
@@ -75,6 +75,9 @@
 -- which package store writes to the fleet-wide index (schedindex.lua).
 local K_SDEF, K_SRUN, K_SDUE, K_SFIRE = KEYS[#KEYS - 3], KEYS[#KEYS - 2], KEYS[#KEYS - 1], KEYS[#KEYS]
 local op = ARGV[ARG0 + 1]
+-- Only a firing reads a setting (jobLifetime): the other operations work on
+-- a queue whatever Redis holds of its settings.
+if (op == 'tick' or op == 'fire') and not conf_load() then return redis.error_reply(NOCONF) end
 
 local function earliest()
   local first = redis.call('ZRANGE', K_SDUE, 0, 0, 'WITHSCORES')

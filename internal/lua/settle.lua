@@ -6,8 +6,8 @@
 -- KEYS: the queue keys of lib.lua.
 -- KEYS[KX + 1] (18): the call log of the refill's token prefix (lib.lua K_CALL).
 -- KEYS[KX + 2] (19): the queue's statistics (lib.lua stats_flush).
--- ARGV[1..19]: queue parameters (lib.lua).
--- ARGV[20]: n outcomes; then per outcome 7 values:
+-- ARGV[1..ARG0]: per-call values (lib.lua).
+-- ARGV[ARG0 + 1]: n outcomes; then per outcome 7 values:
 --   id, token, kind, webhook status code ("" if none), error text,
 --   retryAfter (defer only): ms, or "@<unix ms>" for an HTTP-date
 --   Retry-After, turned into a wait here on Redis' clock; reason (defer only).
@@ -52,6 +52,7 @@ end
 local claim_max = tonumber(ARGV[ARG0 + 2 + n * 7])
 local again = call_replay(n, (claim_max and claim_max > 0) and ARGV[ARG0 + 3 + n * 7] or nil)
 if again then return again end
+if not conf_load() then return redis.error_reply(NOCONF) end
 local now = now_ms()
 local out = {}
 local ids = {}

@@ -4,8 +4,8 @@
 -- KEYS: the queue keys of lib.lua (unused), then KEYS[KX + 1] the queue's
 -- statistics hash (lib.lua names KEYS[KX + 1] K_CALL; this script never uses the
 -- call log).
--- ARGV[1..19]: queue parameters (lib.lua; unused).
--- ARGV[20]: since, ms ("" = until - 1 h); ARGV[21]: until, ms ("" = now).
+-- ARGV[1..ARG0]: per-call values (lib.lua; unused).
+-- ARGV[ARG0 + 1]: since, ms ("" = until - 1 h); ARGV[ARG0 + 2]: until, ms ("" = now).
 -- Both are clamped to the retention (STATS_MINUTES back from now).
 -- Returns {now, since, until, holds, n, then per bucket that has counts
 -- between since and until (by minute, ascending) 1 + #STATS_COUNTERS

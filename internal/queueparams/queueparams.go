@@ -13,6 +13,7 @@ import (
 func Of(q config.Queue) store.QueueParams {
 	return store.QueueParams{
 		Name:             q.Name,
+		Defined:          q.Defined,
 		Mode:             q.Mode,
 		Concurrency:      q.Concurrency,
 		RateLimitMax:     q.RateLimitMax,

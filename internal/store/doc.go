@@ -23,12 +23,31 @@
 //     no hold occupies nothing.
 //   - A lane's override (concurrency, rateLimitMax, weight) lives in its
 //     field of {queue}:lanes, shared by the fleet at once (PutKey).
-//   - Limits of queues created over the API live in the queue's state hash
-//     (lim_conc, lim_rmax, lim_rwin, written by queuedef.lua): every
-//     daemon's claim reads them there, so a change converges at once. A
-//     file queue's settings still travel as ARGV from the daemon's loaded
-//     configuration (issue 22 item 2 is not finished: during a rolling
-//     reload two daemons can briefly enforce two sets for file queues).
+//   - A queue's settings (mode, limits, retries, backoff, lifetimes,
+//     breaker, flow keys' defaults) live in the queue's state hash, field
+//     conf (conf.go; lib.lua conf_load has the layout). Every script that
+//     reads a setting reads it there, not from its arguments, so the whole
+//     fleet enforces one set: the one written last. A Store writes a
+//     queue's settings when its copy differs from what it last wrote (at
+//     its first call after start-up or a reload, or for a queue created
+//     over the API, its first call after learning the definition), so a
+//     rolling reload switches the fleet at the first call of the first
+//     reloaded daemon, and a daemon still on the old file keeps claiming
+//     under the new limits. A queue with no conf (Redis flushed, a failover
+//     to a replica that never had it) answers NOCONF before any write; the
+//     Store writes its copy and sends the call once more. A restarted Redis
+//     (its script cache empty, Ping) makes the Store write every queue's
+//     settings again, since the data it came back with may be older.
+//     ARGV carries only what differs per call (a random value, the
+//     maintenance batch, the call's own arguments). What it costs per
+//     claim is in docs/performance.md ("settings in Redis").
+//   - Limits set by a queue created over the API also live in the state
+//     hash (lim_conc, lim_rmax, lim_rwin, written by queuedef.lua with the
+//     definition, atomically) and override conf's: a lowered limit holds
+//     from the write, before any daemon has re-read the definition.
+//   - What stays in each daemon: the webhook (URL, secret, timeout of its
+//     HTTP client), how many jobs it asks for per claim, and the local
+//     knobs that decide its own work, not the fleet's rules.
 //
 // Queues created over the API keep their definitions in Redis too: the
 // {queue}:meta hash in the queue's slot and a registry in a slot of its own,

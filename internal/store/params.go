@@ -9,6 +9,10 @@ import "time"
 // telling whether a queue's settings changed is one ==.
 type QueueParams struct {
 	Name string
+	// Defined marks a queue created over the API: its settings are written
+	// to Redis only while its definition is there (conf.go), so a daemon a
+	// moment behind a deletion cannot bring the queue's state back.
+	Defined bool
 	// Mode is "standard" or "ack".
 	Mode            string
 	Concurrency     int

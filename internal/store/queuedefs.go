@@ -97,7 +97,7 @@ func (s *Store) registryKeys() []string {
 func (s *Store) QueueDefsChannel() string { return s.opts.Prefix + ":queues" }
 
 // defQueue is the Queue the definition scripts are run for: they read no
-// queue parameter, but lib.lua's ARGV layout wants them.
+// setting (they are not among confScripts), only the queue's name.
 func defQueue(name string) QueueParams { return QueueParams{Name: name} }
 
 // PutQueueDef writes queue's definition (spec, a JSON object, with the
@@ -263,7 +263,7 @@ func (s *Store) DropQueue(ctx context.Context, name string, purge bool) (removed
 			f = "1"
 		}
 		args := append(s.params(q, 2), p, f)
-		args[16] = dropBatch // ARGV[17], the batch (lib.lua)
+		args[1] = dropBatch // ARGV[2], the batch (lib.lua)
 		res, err := s.runKeys(ctx, lua.QueueDrop, q, keys, args)
 		if err != nil {
 			return nil, err

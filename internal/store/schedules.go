@@ -523,6 +523,11 @@ func (s *Store) TickQueues(ctx context.Context, qs []QueueParams, max int) (out 
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(qs))
 	for i, q := range qs {
+		if err := s.ensureConf(ctx, q); err != nil {
+			errs[i] = err
+		}
+	}
+	for i, q := range qs {
 		args := s.tickArgs(q, max)
 		cmds[i] = s.scripts[lua.Schedule].EvalSha(ctx, pipe, s.scheduleKeys(q.Name), append(s.params(q, len(args)), args...)...)
 	}
@@ -530,8 +535,9 @@ func (s *Store) TickQueues(ctx context.Context, qs []QueueParams, max int) (out 
 	took := time.Since(began)
 	for i, q := range qs {
 		res, err := cmds[i].Result()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			// Redis lost its script cache (a restart): this call loads it.
+		if err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || isNoConf(err)) {
+			// Redis lost its script cache (a restart) or the queue's
+			// settings: this call loads or writes them.
 			out[i], errs[i] = s.TickSchedules(ctx, q, max)
 			continue
 		}

@@ -53,6 +53,8 @@ type Store struct {
 	ids     IDGen
 	node    string
 	seq     atomic.Uint64
+	// conf is what this Store last wrote of each queue's settings (conf.go).
+	conf confs
 }
 
 // New prepares a Store; call Load before use so pipelined calls never meet NOSCRIPT.
@@ -113,7 +115,10 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	for _, v := range ok {
 		if !v {
-			// Redis restarted (the script cache is not persisted): load again.
+			// Redis restarted (the script cache is not persisted): load
+			// again, and write every queue's settings again on its next
+			// call, since the data Redis came back with may be older.
+			s.conf.forget("")
 			return s.Load(ctx)
 		}
 	}
@@ -131,21 +136,13 @@ func (s *Store) callKey(queue, call string) string {
 	return s.opts.Prefix + ":{" + queue + "}:call:" + call
 }
 
-// params builds ARGV[1..23] of lib.lua for a queue.
-func (s *Store) params(q QueueParams, extra int) []any {
-	jitter := "0"
-	if q.Backoff.Jitter {
-		jitter = "1"
-	}
-	a := make([]any, 0, 23+extra)
-	return append(a,
-		q.Mode, q.Concurrency, q.RateLimitMax, ms(q.RateLimitWindow),
-		q.MaxAttempts, q.MaxDefers, ms(q.Timeout+s.opts.LeaseMargin), ms(q.AckTimeout),
-		q.AckTimeoutAction, q.Backoff.Type, ms(q.Backoff.Base), ms(q.Backoff.Max), jitter,
-		ms(q.JobLifetime), ms(q.Retention), strconv.FormatFloat(rand.Float64(), 'f', 8, 64),
-		s.opts.MaintenanceBatch, q.Breaker.Failures, ms(q.Breaker.HoldFor),
-		q.FlowKeys.Concurrency, q.FlowKeys.RateLimitMax, ms(q.FlowKeys.RateLimitWindow), holdScope(q.FlowKeys.HoldScope),
-	)
+// params builds ARGV[1..ARG0] of lib.lua, the values that differ per call
+// (a random value, the maintenance batch), with room for extra more. The
+// queue's settings are not among them: the scripts read the ones in Redis
+// (conf.go).
+func (s *Store) params(_ QueueParams, extra int) []any {
+	a := make([]any, 0, 2+extra)
+	return append(a, strconv.FormatFloat(rand.Float64(), 'f', 8, 64), s.opts.MaintenanceBatch)
 }
 
 func (s *Store) run(ctx context.Context, name string, q QueueParams, args []any) (any, error) {
@@ -163,13 +160,13 @@ func (s *Store) runKeys(ctx context.Context, name string, q QueueParams, keys []
 	if s.opts.OnScript != nil {
 		began = time.Now()
 	}
-	var res any
-	var err error
-	acks := int64(1)
-	if s.opts.Replicated && replicatedScripts[name] {
-		res, acks, err = s.evalReplicated(ctx, name, q.Name, keys, args)
-	} else {
-		res, err = s.scripts[name].Run(ctx, s.rdb, keys, args...).Result()
+	res, acks, err := s.eval(ctx, name, q, keys, args)
+	if isNoConf(err) {
+		// Redis has no settings for the queue (lost, or never written by
+		// this Store): write this Store's and run the call once more. The
+		// script answered before writing anything.
+		s.conf.forget(q.Name)
+		res, acks, err = s.eval(ctx, name, q, keys, args)
 	}
 	var short error
 	if err == nil && acks < 1 {
@@ -199,10 +196,27 @@ func (s *Store) runKeys(ctx context.Context, name string, q QueueParams, keys []
 	return res, nil
 }
 
+// eval runs one script call, with the queue's settings written first when
+// the script reads them and this Store has not written them as they are.
+func (s *Store) eval(ctx context.Context, name string, q QueueParams, keys []string, args []any) (res any, acks int64, err error) {
+	if confScripts[name] {
+		if err := s.ensureConf(ctx, q); err != nil {
+			return nil, 0, err
+		}
+	}
+	if s.opts.Replicated && replicatedScripts[name] {
+		return s.evalReplicated(ctx, name, q.Name, keys, args)
+	}
+	res, err = s.scripts[name].Run(ctx, s.rdb, keys, args...).Result()
+	return res, 1, err
+}
+
 // unavailablePrefixes start the errors of a Redis that cannot serve now but
 // will: loading its data, a cluster slot in flux, a replica or a master
-// that is down (MASTERDOWN). A retry can help, so they are ErrUnavailable.
-var unavailablePrefixes = []string{"LOADING", "CLUSTER", "TRYAGAIN", "READONLY", "MASTERD"}
+// that is down (MASTERDOWN), a queue's settings missing even after this
+// Store wrote them (NOCONF: a replica answering, or a removal racing the
+// call). A retry can help, so they are ErrUnavailable.
+var unavailablePrefixes = []string{"LOADING", "CLUSTER", "TRYAGAIN", "READONLY", "MASTERD", "NOCONF"}
 
 // wrap marks connection-level failures with ErrUnavailable; errors Redis itself
 // returned (a script error) stay plain, since retrying them cannot help.

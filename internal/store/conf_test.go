@@ -1,0 +1,82 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/simpleq/simpleqd/internal/store"
+)
+
+// The scripts enforce the settings the fleet last wrote to Redis, not the
+// ones the calling daemon holds: two daemons in the middle of a rolling
+// reload, one with concurrency 1 and one with 3, claim under one limit.
+func TestSettingsInRedisOneSetForTheFleet(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, old *store.Store) {
+		ctx := context.Background()
+		name := "conf-" + b.name
+		qOld := queue(name)
+		qOld.Concurrency = 1
+		for i := range 4 {
+			publish(t, old, qOld, fmt.Sprintf(`{"n":%d}`, i))
+		}
+		// The daemon still on the old configuration has written it.
+		st := b.rdb.HGet(ctx, "t:{"+name+"}:state", "conf").Val()
+		require.Contains(t, st, "v1,standard,1,", "the settings are in the queue's state hash")
+
+		// A reloaded daemon writes the new limit on its first call...
+		reloaded := newStore(t, b.rdb)
+		qNew := qOld
+		qNew.Concurrency = 3
+		res, err := reloaded.Claim(ctx, qNew, 1)
+		require.NoError(t, err)
+		require.Len(t, res.Jobs, 1)
+		// ...and the old daemon, whose copy still says 1, claims under it.
+		res, err = old.Claim(ctx, qOld, 10)
+		require.NoError(t, err)
+		require.Len(t, res.Jobs, 2, "3 in flight in all, the limit the fleet wrote last")
+		res, err = old.Claim(ctx, qOld, 10)
+		require.NoError(t, err)
+		require.Equal(t, store.Busy, res.Word)
+	})
+}
+
+// A queue whose settings Redis lost (a flush, a failover to a replica that
+// never had them) answers NOCONF before writing anything; the Store writes
+// its settings and sends the call again, so the caller sees nothing.
+func TestSettingsLostAreWrittenAgain(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		name := "lost-" + b.name
+		q := queue(name)
+		state := "t:{" + name + "}:state"
+		publish(t, s, q, `{"n":1}`)
+		require.NoError(t, b.rdb.HDel(ctx, state, "conf", "confm").Err())
+
+		res, err := s.Publish(ctx, q, []store.NewJob{{Payload: json.RawMessage(`{"n":2}`)}})
+		require.NoError(t, err)
+		require.Len(t, res, 1)
+		require.NotEmpty(t, b.rdb.HGet(ctx, state, "conf").Val(), "written again")
+
+		require.NoError(t, b.rdb.HDel(ctx, state, "conf", "confm").Err())
+		c, err := s.Claim(ctx, q, 10)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 2)
+		outs := make([]store.Outcome, 0, len(c.Jobs))
+		for _, j := range c.Jobs {
+			outs = append(outs, store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeOK})
+		}
+		require.NoError(t, b.rdb.HDel(ctx, state, "conf", "confm").Err())
+		got, err := s.Settle(ctx, q, outs)
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		for _, r := range got {
+			require.Equal(t, store.Completed, r.Word)
+		}
+	})
+}
