@@ -80,3 +80,48 @@ func TestSettingsLostAreWrittenAgain(t *testing.T) {
 		}
 	})
 }
+
+// A queue created over the API has its settings written only while its
+// definition is in Redis: a daemon whose copy of a deleted queue is a
+// moment old gets an error (ErrUnavailable) and writes nothing, instead of
+// bringing back the state hash the deletion removed.
+func TestSettingsOfAQueueCreatedOverTheAPI(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		name := "api-" + b.name
+		q := queue(name)
+		q.Defined = true
+		state := "t:{" + name + "}:state"
+
+		_, err := s.Publish(ctx, q, []store.NewJob{{Payload: json.RawMessage(`{"n":1}`)}})
+		require.ErrorIs(t, err, store.ErrUnavailable, "no definition: no settings, nothing written")
+		require.Zero(t, b.rdb.Exists(ctx, state).Val())
+
+		_, _, err = s.PutQueueDef(ctx, name, 0, []byte(`{}`), store.DefLimits{})
+		require.NoError(t, err)
+		publish(t, s, q, `{"n":2}`)
+		require.NotEmpty(t, b.rdb.HGet(ctx, state, "conf").Val())
+
+		_, _, err = s.DropQueue(ctx, name, true)
+		require.NoError(t, err)
+		require.Zero(t, b.rdb.Exists(ctx, state).Val(), "the deletion removed the state hash")
+		_, err = s.Claim(ctx, q, 10)
+		require.ErrorIs(t, err, store.ErrUnavailable)
+		require.Zero(t, b.rdb.Exists(ctx, state).Val(), "a late claim brings nothing back")
+	})
+}
+
+// A QueueParams carrying a name only (a schedule look-up, a deletion of a
+// queue's schedules) writes no settings: its zeros would become every
+// daemon's limits.
+func TestNameOnlyParamsWriteNoSettings(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		name := "bare-" + b.name
+		_, err := s.ListSchedules(ctx, store.QueueParams{Name: name})
+		require.NoError(t, err)
+		require.Zero(t, b.rdb.HExists(ctx, "t:{"+name+"}:state", "conf").Val())
+	})
+}
