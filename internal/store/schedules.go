@@ -523,17 +523,18 @@ func (s *Store) TickQueues(ctx context.Context, qs []QueueParams, max int) (out 
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(qs))
 	for i, q := range qs {
-		if err := s.ensureConf(ctx, q); err != nil {
-			errs[i] = err
+		if errs[i] = s.ensureConf(ctx, q); errs[i] != nil {
+			continue // its settings could not be written: no tick for it this time
 		}
-	}
-	for i, q := range qs {
 		args := s.tickArgs(q, max)
 		cmds[i] = s.scripts[lua.Schedule].EvalSha(ctx, pipe, s.scheduleKeys(q.Name), append(s.params(q, len(args)), args...)...)
 	}
 	_, _ = pipe.Exec(ctx)
 	took := time.Since(began)
 	for i, q := range qs {
+		if cmds[i] == nil {
+			continue
+		}
 		res, err := cmds[i].Result()
 		if err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || isNoConf(err)) {
 			// Redis lost its script cache (a restart) or the queue's
