@@ -126,7 +126,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
 	}
 	d.deliverer = dispatch.NewDeliverer("simpleqd/" + Version).WithTracer(d.tracing.Tracer()).WithWebhookPolicy(policy)
 	d.disp = dispatch.New(dispatch.Options{
-		Store:      d.store,
+		Store:      d.store.Store,
 		Deliverer:  d.deliverer,
 		Observer:   events.Observers(d.metrics, d.events),
 		Logger:     log,

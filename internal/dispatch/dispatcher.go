@@ -18,10 +18,12 @@ type Store interface {
 	// NewCall names a claim or settle call; a failed call is sent again
 	// under the same name (see store.Store.NewCall).
 	NewCall() string
-	ClaimCall(ctx context.Context, q config.Queue, max int, call string) (store.ClaimResult, error)
+	// The queue's settings reach the store as the QueueParams a pump built
+	// when they last changed (queueSettings), not converted at each call.
+	ClaimCall(ctx context.Context, q store.QueueParams, max int, call string) (store.ClaimResult, error)
 	// SettleAndClaim records outcomes and claims their replacements in the
 	// same script call.
-	SettleAndClaim(ctx context.Context, q config.Queue, outcomes []store.Outcome, refill store.Refill) ([]store.Settled, store.ClaimResult, error)
+	SettleAndClaim(ctx context.Context, q store.QueueParams, outcomes []store.Outcome, refill store.Refill) ([]store.Settled, store.ClaimResult, error)
 }
 
 // Broadcaster tells every daemon of the fleet that a queue can deliver again
@@ -231,7 +233,7 @@ func (d *Dispatcher) putLocked(name string, q *config.Queue) {
 	}
 	e.q = q
 	if p := e.pump; p != nil {
-		p.q.Store(e.q)
+		p.q.Store(newQueueSettings(e.q))
 		p.wake()
 		return
 	}
@@ -277,7 +279,7 @@ func (d *Dispatcher) Wake(queue string, state bool) {
 		// but the new job's lifetime ends within jobLifetime, and it must
 		// die on time (semantics.md 4), so claim (housekeeping) no later
 		// than that.
-		p.wakeWithin(p.q.Load().JobLifetime)
+		p.wakeWithin(p.q.Load().cfg.JobLifetime)
 		return
 	}
 	if !state && e.held {

@@ -38,7 +38,7 @@ func (s *chainStore) next() store.ClaimResult {
 
 func (s *chainStore) NewCall() string { return "call" }
 
-func (s *chainStore) ClaimCall(_ context.Context, _ config.Queue, max int, _ string) (store.ClaimResult, error) {
+func (s *chainStore) ClaimCall(_ context.Context, _ store.QueueParams, max int, _ string) (store.ClaimResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.handed > 0 || max == 0 {
@@ -47,7 +47,7 @@ func (s *chainStore) ClaimCall(_ context.Context, _ config.Queue, max int, _ str
 	return s.next(), nil
 }
 
-func (s *chainStore) SettleAndClaim(_ context.Context, _ config.Queue, outs []store.Outcome, refill store.Refill) ([]store.Settled, store.ClaimResult, error) {
+func (s *chainStore) SettleAndClaim(_ context.Context, _ store.QueueParams, outs []store.Outcome, refill store.Refill) ([]store.Settled, store.ClaimResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res := make([]store.Settled, len(outs))

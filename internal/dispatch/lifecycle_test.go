@@ -49,7 +49,7 @@ func startNode(t *testing.T, rd *redistest.Server, queues map[string]config.Queu
 	st := queueparams.Wrap(raw)
 	require.NoError(t, st.Load(context.Background()))
 	n := &node{st: st, subscribed: make(chan struct{})}
-	n.disp = dispatch.New(dispatch.Options{Store: st, Deliverer: dispatch.NewDeliverer("t"), Logger: zap.NewNop(),
+	n.disp = dispatch.New(dispatch.Options{Store: raw, Deliverer: dispatch.NewDeliverer("t"), Logger: zap.NewNop(),
 		PumpIdle: pumpIdle, Grace: time.Second})
 	dispatch.OnPumpEnd(n.disp, func(string) { n.ended.Add(1) })
 	n.bus = wakeup.New(rd.Client(t), "lc:wake", n.disp.Wake, zap.NewNop())
@@ -262,12 +262,12 @@ type idleStore struct{ claims atomic.Int64 }
 
 func (s *idleStore) NewCall() string { return "call" }
 
-func (s *idleStore) ClaimCall(context.Context, config.Queue, int, string) (store.ClaimResult, error) {
+func (s *idleStore) ClaimCall(context.Context, store.QueueParams, int, string) (store.ClaimResult, error) {
 	s.claims.Add(1)
 	return store.ClaimResult{Word: store.Empty, WakeIn: -1}, nil
 }
 
-func (s *idleStore) SettleAndClaim(context.Context, config.Queue, []store.Outcome, store.Refill) ([]store.Settled, store.ClaimResult, error) {
+func (s *idleStore) SettleAndClaim(context.Context, store.QueueParams, []store.Outcome, store.Refill) ([]store.Settled, store.ClaimResult, error) {
 	return nil, store.ClaimResult{Word: store.Empty, WakeIn: -1}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/simpleq/simpleqd/internal/config"
+	"github.com/simpleq/simpleqd/internal/queueparams"
 	"github.com/simpleq/simpleqd/internal/store"
 )
 
@@ -18,7 +19,7 @@ import (
 type pump struct {
 	d        *Dispatcher
 	name     string
-	q        atomic.Pointer[config.Queue]
+	q        atomic.Pointer[queueSettings]
 	wakeCh   chan struct{}
 	stopCh   chan struct{}
 	stopOnce sync.Once
@@ -92,8 +93,20 @@ func newPump(d *Dispatcher, name string, q *config.Queue) *pump {
 		settleCh: make(chan settleItem, settleBuffer(*q)), handoff: make(chan delivery), quit: make(chan struct{}),
 		born: time.Now()}
 	p.housekept.Store(math.MinInt64 / 2) // never: the first settle call runs it
-	p.q.Store(q)
+	p.q.Store(newQueueSettings(q))
 	return p
+}
+
+// queueSettings are a pump's queue settings: the dispatcher's (shared,
+// never modified) and the store's view of them, built once when they
+// change (putLocked) instead of at every claim and settle.
+type queueSettings struct {
+	cfg    *config.Queue
+	params store.QueueParams
+}
+
+func newQueueSettings(q *config.Queue) *queueSettings {
+	return &queueSettings{cfg: q, params: queueparams.Of(*q)}
 }
 
 // markBusy notes that the pump has work now.
@@ -191,7 +204,8 @@ func (p *pump) run(ctx context.Context) {
 			return
 		}
 		lastClaim = time.Now()
-		q := *p.q.Load()
+		qs := p.q.Load()
+		q := *qs.cfg
 		free := q.Concurrency - int(p.inflight.Load())
 		if free > p.d.opts.ClaimBatch {
 			free = p.d.opts.ClaimBatch
@@ -210,7 +224,7 @@ func (p *pump) run(ctx context.Context) {
 		}
 		// This claim's wake time covers every job stored before it starts.
 		p.wakeBy.Store(0)
-		res, err := p.d.opts.Store.ClaimCall(ctx, q, free, call)
+		res, err := p.d.opts.Store.ClaimCall(ctx, qs.params, free, call)
 		if checked != nil {
 			checked()
 			checked = nil
@@ -418,14 +432,15 @@ func (p *pump) settleLoop(fetch context.Context, log *zap.Logger) {
 		for _, it := range batch {
 			outs = append(outs, it.out)
 		}
-		q := *p.q.Load()
+		qs := p.q.Load()
+		q := *qs.cfg
 		refill := 0
 		if p.fetching(fetch) {
 			refill = min(q.Concurrency-int(p.inflight.Load())+len(batch), p.d.opts.ClaimBatch)
 			refill = max(refill, 0)
 		}
 		housekeep := refill > 0 && p.housekeepingDue()
-		res, claim, ok := p.settleWithRetry(q, outs, store.Refill{Max: refill, SkipHousekeeping: !housekeep}, log)
+		res, claim, ok := p.settleWithRetry(qs, outs, store.Refill{Max: refill, SkipHousekeeping: !housekeep}, log)
 		if ok && housekeep {
 			p.markHousekeeping()
 		}
@@ -530,15 +545,15 @@ func (p *pump) markHousekeeping() { p.housekept.Store(int64(time.Since(p.born)))
 
 // settleWithRetry records outs, retrying while Redis fails; ok is false when
 // it gave up.
-func (p *pump) settleWithRetry(q config.Queue, outs []store.Outcome, refill store.Refill, log *zap.Logger) (res []store.Settled, claim store.ClaimResult, ok bool) {
+func (p *pump) settleWithRetry(qs *queueSettings, outs []store.Outcome, refill store.Refill, log *zap.Logger) (res []store.Settled, claim store.ClaimResult, ok bool) {
 	delay := 50 * time.Millisecond
-	deadline := time.Now().Add(q.Timeout + time.Minute)
+	deadline := time.Now().Add(qs.cfg.Timeout + time.Minute)
 	// Every try is the same call: one whose reply was lost is answered from
 	// its first run (its outcomes and the jobs it claimed), not run twice.
 	refill.Call = p.d.opts.Store.NewCall()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		res, claim, err := p.d.opts.Store.SettleAndClaim(ctx, q, outs, refill)
+		res, claim, err := p.d.opts.Store.SettleAndClaim(ctx, qs.params, outs, refill)
 		cancel()
 		if err == nil {
 			return res, claim, true

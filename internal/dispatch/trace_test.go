@@ -174,7 +174,7 @@ type scriptedStore struct {
 
 func (s *scriptedStore) NewCall() string { return "call" }
 
-func (s *scriptedStore) ClaimCall(_ context.Context, _ config.Queue, max int, _ string) (store.ClaimResult, error) {
+func (s *scriptedStore) ClaimCall(_ context.Context, _ store.QueueParams, max int, _ string) (store.ClaimResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.jobs) == 0 || max == 0 {
@@ -185,7 +185,7 @@ func (s *scriptedStore) ClaimCall(_ context.Context, _ config.Queue, max int, _ 
 	return store.ClaimResult{Word: store.Claimed, Jobs: []store.ClaimedJob{j}, WakeIn: 10 * time.Millisecond}, nil
 }
 
-func (s *scriptedStore) SettleAndClaim(_ context.Context, _ config.Queue, outs []store.Outcome, _ store.Refill) ([]store.Settled, store.ClaimResult, error) {
+func (s *scriptedStore) SettleAndClaim(_ context.Context, _ store.QueueParams, outs []store.Outcome, _ store.Refill) ([]store.Settled, store.ClaimResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res := make([]store.Settled, len(outs))

@@ -21,12 +21,12 @@ type heldStore struct {
 
 func (s *heldStore) NewCall() string { return "call" }
 
-func (s *heldStore) ClaimCall(context.Context, config.Queue, int, string) (store.ClaimResult, error) {
+func (s *heldStore) ClaimCall(context.Context, store.QueueParams, int, string) (store.ClaimResult, error) {
 	s.claims.Add(1)
 	return store.ClaimResult{Word: s.word, WakeIn: time.Hour}, nil
 }
 
-func (s *heldStore) SettleAndClaim(context.Context, config.Queue, []store.Outcome, store.Refill) ([]store.Settled, store.ClaimResult, error) {
+func (s *heldStore) SettleAndClaim(context.Context, store.QueueParams, []store.Outcome, store.Refill) ([]store.Settled, store.ClaimResult, error) {
 	return nil, store.ClaimResult{}, nil
 }
 

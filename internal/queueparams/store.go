@@ -1,5 +1,6 @@
 // The queue calls of package store, one forwarder each (made from its
-// method list; a new queue call of the store gets one here).
+// method list; a new queue call of the store gets one here), but for the
+// delivery path's ClaimCall and SettleAndClaim (see Store).
 
 package queueparams
 
@@ -12,9 +13,12 @@ import (
 )
 
 // Store is a *store.Store whose queue calls take a config.Queue: the
-// daemon's packages (dispatch, ingest, schedule, the API backend) hold
-// config.Queue values, and this turns each into the store's QueueParams
-// at the call (Of: a copy of fourteen fields, no allocation).
+// daemon's packages (ingest, schedule, the API backend) hold config.Queue
+// values, and this turns each into the store's QueueParams at the call
+// (Of: a copy of fifteen fields, no allocation). The delivery path's two
+// calls, ClaimCall and SettleAndClaim, are the store's own: each pump of
+// package dispatch builds its queue's QueueParams once per change of its
+// settings and passes that.
 type Store struct{ *store.Store }
 
 // Wrap gives s's queue calls a config.Queue.
@@ -80,19 +84,9 @@ func (s Store) ListJobsByKey(ctx context.Context, q config.Queue, st store.Statu
 	return s.Store.ListJobsByKey(ctx, Of(q), st, flowKey, limit, cursor)
 }
 
-// ClaimCall is store.Store.ClaimCall for a config.Queue.
-func (s Store) ClaimCall(ctx context.Context, q config.Queue, max int, call string) (store.ClaimResult, error) {
-	return s.Store.ClaimCall(ctx, Of(q), max, call)
-}
-
 // Settle is store.Store.Settle for a config.Queue.
 func (s Store) Settle(ctx context.Context, q config.Queue, outcomes []store.Outcome) ([]store.Settled, error) {
 	return s.Store.Settle(ctx, Of(q), outcomes)
-}
-
-// SettleAndClaim is store.Store.SettleAndClaim for a config.Queue.
-func (s Store) SettleAndClaim(ctx context.Context, q config.Queue, outcomes []store.Outcome, refill store.Refill) ([]store.Settled, store.ClaimResult, error) {
-	return s.Store.SettleAndClaim(ctx, Of(q), outcomes, refill)
 }
 
 // Callback is store.Store.Callback for a config.Queue.
