@@ -61,11 +61,14 @@
 --                              the client's read timeout) is answered from it
 --                              when sent again, so no lease belongs to nobody.
 --
--- ARGV[1..2] (ARG0 = 2), the same in every script (package store builds them):
+-- ARGV[1..3] (ARG0 = 3), the same in every script (package store builds them):
 --   1 a random value in [0,1) from Go (Lua's math.random is deterministic)
 --   2 the maintenance batch: max items reaped/expired/purged per call
--- The queue's settings are not in ARGV: conf_load reads them from K_STATE.
--- Script-specific arguments start at ARGV[3] (ARG0 + 1).
+--   3 the delivery lease (ms) of the calling daemon: its webhook timeout
+--     plus its margin, so a lease always outlasts the HTTP request of the
+--     daemon that holds it, even mid-way through a rolling reload
+-- The queue's rules are not in ARGV: conf_load reads them from K_STATE.
+-- Script-specific arguments start at ARGV[4] (ARG0 + 1).
 --
 -- The job record (K_JOBS), its history (K_HIST) and the lease token
 -- (K_LEASES) have one codec, record.lua (prepended before this file): its
@@ -101,16 +104,18 @@ local PLACEHOLDER = '~simpleqd placeholder: keeps this key a skiplist/hash table
 -- never from ARGV: every daemon's call enforces the one set the fleet last
 -- wrote (package store writes it when its copy of the queue changes; see
 -- store/doc.go), so a rolling reload never runs two sets at once. ARGV
--- carries only what differs per call: the random value and the
--- maintenance batch. A setting read before conf_load() is an error, not a
--- silent nil, so a script that forgets to load fails its first test.
-local P = { rand = tonumber(ARGV[1]), batch = tonumber(ARGV[2]) }
-local ARG0 = 2
+-- carries only what is the caller's own: the random value, the
+-- maintenance batch and the delivery lease. A setting read before
+-- conf_load() is an error, not a silent nil, so a script that forgets to
+-- load fails its first test.
+local P = { rand = tonumber(ARGV[1]), batch = tonumber(ARGV[2]), lease = tonumber(ARGV[3]) }
+local ARG0 = 3
 setmetatable(P, { __index = function(_, k) error('simpleqd: queue setting ' .. k .. ' read before conf_load()') end })
 
 -- conf_load reads the settings package store wrote (conf.lua), in this
 -- order: "v1", mode, concurrency, rateLimitMax, rateLimitWindow ms,
--- maxAttempts, maxDefers, delivery lease ms, ackTimeout ms,
+-- maxAttempts, maxDefers, the writer's delivery lease ms (not read: each
+-- call brings its own, ARGV[3]), ackTimeout ms,
 -- ackTimeoutAction, backoff type, base ms, max ms, jitter, jobLifetime ms,
 -- retention ms, breaker failures, breaker holdFor ms, flowKeys
 -- concurrency, rateLimitMax, rateLimitWindow ms, holdScope. Fields are only
@@ -146,7 +151,7 @@ local function conf_load()
   end
   if v ~= 'v1' then return false end
   P.mode, P.concurrency, P.rate_max, P.rate_window = mode or 'standard', conc or 1, rmax or 0, rwin or 1000
-  P.max_attempts, P.max_defers, P.lease, P.ack_timeout = att or 1, defers or 0, lease or 30000, ackt or 0
+  P.max_attempts, P.max_defers, P.ack_timeout = att or 1, defers or 0, ackt or 0
   P.ack_action, P.backoff_type, P.backoff_base, P.backoff_max = acka or 'retry', bot or 'exponential', bob or 0, bom or 0
   P.jitter, P.lifetime, P.retention = jit == true, life or 0, ret or 0
   P.breaker_failures, P.breaker_hold = bf or 0, bh or 0

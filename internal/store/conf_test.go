@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -123,5 +124,34 @@ func TestNameOnlyParamsWriteNoSettings(t *testing.T) {
 		_, err := s.ListSchedules(ctx, store.QueueParams{Name: name})
 		require.NoError(t, err)
 		require.Zero(t, b.rdb.HExists(ctx, "t:{"+name+"}:state", "conf").Val())
+	})
+}
+
+// A delivery's lease is the claiming daemon's own (its webhook timeout
+// plus its margin), not the one in the rules Redis holds: mid-way through
+// a rolling reload that shortens timeout, a daemon still on the longer one
+// keeps a lease that outlasts its HTTP request, so its job is not taken
+// from it and delivered twice.
+func TestLeaseIsTheClaimingDaemons(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		name := "lease-" + b.name
+		long := queue(name)
+		long.Timeout = 20 * time.Second
+		old := newStore(t, b.rdb)
+		_, err := old.Claim(ctx, long, 1) // writes its rules, lease 20,050 ms
+		require.NoError(t, err)
+		short := long
+		short.Timeout = 100 * time.Millisecond
+		publish(t, s, short, `{"n":1}`) // a reloaded daemon writes the short one
+		require.Contains(t, b.rdb.HGet(ctx, "t:{"+name+"}:state", "conf").Val(), ",150,", "the rules say 150 ms")
+
+		c, err := old.Claim(ctx, long, 1)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 1)
+		deadline := b.rdb.ZScore(ctx, "t:{"+name+"}:inflight", c.Jobs[0].ID).Val()
+		require.Greater(t, time.UnixMilli(int64(deadline)).Sub(b.rdb.Time(ctx).Val()), 10*time.Second,
+			"the lease of the daemon whose request it guards")
 	})
 }

@@ -38,16 +38,20 @@
 //     Store writes its copy and sends the call once more. A restarted Redis
 //     (its script cache empty, Ping) makes the Store write every queue's
 //     settings again, since the data it came back with may be older.
-//     ARGV carries only what differs per call (a random value, the
-//     maintenance batch, the call's own arguments). What it costs per
-//     claim is in docs/performance.md ("settings in Redis").
+//     ARGV carries only what is the caller's own (a random value, the
+//     maintenance batch, the delivery lease, the call's own arguments).
+//     What it costs per claim is in docs/performance.md ("settings in
+//     Redis").
 //   - Limits set by a queue created over the API also live in the state
 //     hash (lim_conc, lim_rmax, lim_rwin, written by queuedef.lua with the
 //     definition, atomically) and override conf's: a lowered limit holds
 //     from the write, before any daemon has re-read the definition.
 //   - What stays in each daemon: the webhook (URL, secret, timeout of its
 //     HTTP client), how many jobs it asks for per claim, and the local
-//     knobs that decide its own work, not the fleet's rules.
+//     knobs that decide its own work, not the fleet's rules. A delivery's
+//     lease is among them (ARGV, the caller's timeout plus LeaseMargin):
+//     it guards that daemon's HTTP request, so it must outlast that
+//     daemon's timeout, whatever another daemon's file says.
 //
 // Queues created over the API keep their definitions in Redis too: the
 // {queue}:meta hash in the queue's slot and a registry in a slot of its own,

@@ -155,7 +155,7 @@ func TestRecordGolden(t *testing.T) {
 	run := func(args ...any) any {
 		src, err := lua.WithPrelude(recordGoldenLua)
 		require.NoError(t, err)
-		argv := make([]any, 2, 2+len(args)) // lib.lua ARGV[1..ARG0], the per-call values, unused here
+		argv := make([]any, 3, 3+len(args)) // lib.lua ARGV[1..ARG0], the per-call values, unused here
 		for i := range argv {
 			argv[i] = ""
 		}

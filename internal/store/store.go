@@ -136,13 +136,15 @@ func (s *Store) callKey(queue, call string) string {
 	return s.opts.Prefix + ":{" + queue + "}:call:" + call
 }
 
-// params builds ARGV[1..ARG0] of lib.lua, the values that differ per call
-// (a random value, the maintenance batch), with room for extra more. The
-// queue's settings are not among them: the scripts read the ones in Redis
-// (conf.go).
-func (s *Store) params(_ QueueParams, extra int) []any {
-	a := make([]any, 0, 2+extra)
-	return append(a, strconv.FormatFloat(rand.Float64(), 'f', 8, 64), s.opts.MaintenanceBatch)
+// params builds ARGV[1..ARG0] of lib.lua, the values that are the
+// caller's own (a random value, the maintenance batch, the delivery lease:
+// this daemon's webhook timeout plus its margin), with room for extra
+// more. The queue's rules are not among them: the scripts read the ones
+// in Redis (conf.go).
+func (s *Store) params(q QueueParams, extra int) []any {
+	a := make([]any, 0, 3+extra)
+	return append(a, strconv.FormatFloat(rand.Float64(), 'f', 8, 64), s.opts.MaintenanceBatch,
+		ms(q.Timeout+s.opts.LeaseMargin))
 }
 
 func (s *Store) run(ctx context.Context, name string, q QueueParams, args []any) (any, error) {
