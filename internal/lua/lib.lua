@@ -122,18 +122,17 @@ setmetatable(P, { __index = function(_, k) error('simpleqd: queue setting ' .. k
 -- ever appended, so a script older than the writer reads the ones it
 -- knows and one newer takes the default of those it is missing. They are
 -- stored twice in one write: confm, MessagePack values one after another,
--- which Redis' cmsgpack unpacks in one C call (docs/performance.md,
--- round 16, "settings in Redis", has what that saves against splitting
--- a text in Lua), and
--- conf, the same joined by ",", for miniredis, whose Lua has no cmsgpack
--- (unit tests only). false when the queue has none.
+-- which Redis' cmsgpack unpacks in one C call (docs/performance.md, round
+-- 16, "settings in Redis", has what that saves against splitting a text
+-- in Lua), and conf, the same joined by ",", for miniredis, whose Lua has
+-- no cmsgpack (unit tests only). false when the queue has none.
 local CMSGPACK = rawget(_G, 'cmsgpack') -- miniredis guards reads of missing globals
 local function conf_load()
-  local v, mode, conc, rmax, rwin, att, defers, lease, ackt, acka, bot, bob, bom, jit, life, ret, bf, bh, fc, fr, fw, hs
+  local v, mode, conc, rmax, rwin, att, defers, _lease, ackt, acka, bot, bob, bom, jit, life, ret, bf, bh, fc, fr, fw, hs
   if CMSGPACK then
     local raw = redis.call('HGET', K_STATE, 'confm')
     if not raw then return false end
-    v, mode, conc, rmax, rwin, att, defers, lease, ackt, acka, bot, bob, bom, jit, life, ret, bf, bh, fc, fr, fw, hs =
+    v, mode, conc, rmax, rwin, att, defers, _lease, ackt, acka, bot, bob, bom, jit, life, ret, bf, bh, fc, fr, fw, hs =
       CMSGPACK.unpack(raw)
   else
     local raw = redis.call('HGET', K_STATE, 'conf')
@@ -145,7 +144,7 @@ local function conf_load()
     end
     local function num(i) return tonumber(c[i]) end
     v, mode, conc, rmax, rwin = c[1], c[2], num(3), num(4), num(5)
-    att, defers, lease, ackt, acka = num(6), num(7), num(8), num(9), c[10]
+    att, defers, ackt, acka = num(6), num(7), num(9), c[10]
     bot, bob, bom, jit, life, ret = c[11], num(12), num(13), c[14] == '1', num(15), num(16)
     bf, bh, fc, fr, fw, hs = num(17), num(18), num(19), num(20), num(21), c[22]
   end

@@ -27,78 +27,28 @@ var confScripts = map[string]bool{
 // so a call writes them only when they changed here (a reload, a queue
 // created over the API), not on every call: last writer wins, and a daemon
 // whose copy is a reload behind keeps claiming under what the fleet wrote
-// last.
+// last. It keeps the QueueParams, not their encoding: telling whether a
+// call must write is one comparison, and only a write encodes.
 type confs struct {
 	mu      sync.Mutex
-	encoded map[QueueParams]confValue
-	written map[string]string
+	written map[string]QueueParams
 }
 
-// confValue is one queue's settings in both stored forms (conf.lua): text
-// for miniredis, MessagePack for Redis.
-type confValue struct{ text, packed string }
-
-// value is q's settings as lib.lua's conf_load reads them: "v1", then the
-// fields in its order. New fields are only ever appended.
-func (c *confs) value(q QueueParams, leaseMargin int64) (confValue, error) {
-	c.mu.Lock()
-	v, ok := c.encoded[q]
-	c.mu.Unlock()
-	if ok {
-		return v, nil
-	}
-	fields := []any{"v1", q.Mode, q.Concurrency, q.RateLimitMax, ms(q.RateLimitWindow),
-		q.MaxAttempts, q.MaxDefers, ms(q.Timeout) + leaseMargin, ms(q.AckTimeout),
-		q.AckTimeoutAction, q.Backoff.Type, ms(q.Backoff.Base), ms(q.Backoff.Max), q.Backoff.Jitter,
-		ms(q.JobLifetime), ms(q.Retention), q.Breaker.Failures, ms(q.Breaker.HoldFor),
-		q.FlowKeys.Concurrency, q.FlowKeys.RateLimitMax, ms(q.FlowKeys.RateLimitWindow),
-		holdScope(q.FlowKeys.HoldScope)}
-	text := make([]string, len(fields))
-	var packed bytes.Buffer
-	enc := msgpack.NewEncoder(&packed)
-	enc.UseCompactInts(true)
-	for i, f := range fields {
-		// One value after another, not an array: cmsgpack.unpack returns
-		// them as its results, with no table built.
-		if err := enc.Encode(f); err != nil {
-			return confValue{}, fmt.Errorf("encode the settings of queue %s: %w", q.Name, err)
-		}
-		switch x := f.(type) {
-		case bool:
-			text[i] = "0"
-			if x {
-				text[i] = "1"
-			}
-		default:
-			text[i] = fmt.Sprint(x)
-		}
-	}
-	v = confValue{text: strings.Join(text, ","), packed: packed.String()}
-	c.mu.Lock()
-	if c.encoded == nil || len(c.encoded) > 4096 {
-		// Bounded: a test or a long run with many reloads builds new
-		// QueueParams values; encoding again is cheap.
-		c.encoded = map[QueueParams]confValue{}
-	}
-	c.encoded[q] = v
-	c.mu.Unlock()
-	return v, nil
-}
-
-// stale reports whether this Store must write t as queue's settings.
-func (c *confs) stale(queue, t string) bool {
+// stale reports whether this Store must write q's settings.
+func (c *confs) stale(q QueueParams) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.written[queue] != t
+	w, ok := c.written[q.Name]
+	return !ok || w != q
 }
 
-func (c *confs) wrote(queue, t string) {
+func (c *confs) wrote(q QueueParams) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.written == nil {
-		c.written = map[string]string{}
+		c.written = map[string]QueueParams{}
 	}
-	c.written[queue] = t
+	c.written[q.Name] = q
 }
 
 // forget drops what this Store wrote for queue, or for every queue when
@@ -114,30 +64,60 @@ func (c *confs) forget(queue string) {
 	delete(c.written, queue)
 }
 
+// encodeConf is q's settings in both stored forms (conf.lua), as lib.lua's
+// conf_load reads them: "v1", then the fields in its order, joined by ","
+// (text, for miniredis) and as MessagePack values one after another
+// (packed, for Redis). New fields are only ever appended.
+func encodeConf(q QueueParams, leaseMargin int64) (text, packed string, err error) {
+	fields := []any{"v1", q.Mode, q.Concurrency, q.RateLimitMax, ms(q.RateLimitWindow),
+		q.MaxAttempts, q.MaxDefers, ms(q.Timeout) + leaseMargin, ms(q.AckTimeout),
+		q.AckTimeoutAction, q.Backoff.Type, ms(q.Backoff.Base), ms(q.Backoff.Max), q.Backoff.Jitter,
+		ms(q.JobLifetime), ms(q.Retention), q.Breaker.Failures, ms(q.Breaker.HoldFor),
+		q.FlowKeys.Concurrency, q.FlowKeys.RateLimitMax, ms(q.FlowKeys.RateLimitWindow),
+		holdScope(q.FlowKeys.HoldScope)}
+	texts := make([]string, len(fields))
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.UseCompactInts(true)
+	for i, f := range fields {
+		// One value after another, not an array: cmsgpack.unpack returns
+		// them as its results, with no table built.
+		if err := enc.Encode(f); err != nil {
+			return "", "", fmt.Errorf("encode the settings of queue %s: %w", q.Name, err)
+		}
+		switch x := f.(type) {
+		case bool:
+			texts[i] = "0"
+			if x {
+				texts[i] = "1"
+			}
+		default:
+			texts[i] = fmt.Sprint(x)
+		}
+	}
+	return strings.Join(texts, ","), buf.String(), nil
+}
+
 // ensureConf writes q's settings to the queue's state hash (lib.lua K_STATE
-// conf, by conf.lua) unless this Store last wrote the same ones.
+// conf and confm, by conf.lua) unless this Store last wrote the same ones.
 //
 // A QueueParams that carries a name only (a schedule's removal with its
 // queue, a look-up in another queue) has no settings to write: writing
 // its zeros would set every daemon's limits to them.
 func (s *Store) ensureConf(ctx context.Context, q QueueParams) error {
-	if q == (QueueParams{Name: q.Name, Defined: q.Defined}) {
+	if q == (QueueParams{Name: q.Name, Defined: q.Defined}) || !s.conf.stale(q) {
 		return nil
 	}
-	v, err := s.conf.value(q, s.opts.LeaseMargin.Milliseconds())
+	text, packed, err := encodeConf(q, s.opts.LeaseMargin.Milliseconds())
 	if err != nil {
 		return err
-	}
-	t := v.text
-	if !s.conf.stale(q.Name, t) {
-		return nil
 	}
 	defined := "0"
 	if q.Defined {
 		defined = "1"
 	}
 	keys := s.Keys(q.Name).List(s.metaKey(q.Name))
-	res, err := s.scripts[lua.Conf].Run(ctx, s.rdb, keys, append(s.params(q, 3), v.text, v.packed, defined)...).Result()
+	res, err := s.scripts[lua.Conf].Run(ctx, s.rdb, keys, append(s.params(q, 3), text, packed, defined)...).Result()
 	if err != nil {
 		if redis.HasErrorPrefix(err, "READONLY") {
 			// A replica (a master demoted mid-failover): it has the
@@ -148,21 +128,18 @@ func (s *Store) ensureConf(ctx context.Context, q QueueParams) error {
 		return wrap(fmt.Errorf("write the settings of queue %s: %w", q.Name, err))
 	}
 	a := newReply(lua.Conf, q.Name, res, 1)
-	switch w := a.str(0); w {
-	case "OK":
-	case "GONE":
-	default:
+	w := a.str(0)
+	if w != "OK" && w != "GONE" {
 		a.fail("want OK or GONE, got %q", w)
 	}
 	if err := a.err(); err != nil {
 		return err
 	}
-	if a.str(0) == "GONE" {
-		// GONE: the queue was deleted over the API. The call itself will
-		// answer NOCONF, before writing anything.
-		return nil
+	if w == "OK" {
+		s.conf.wrote(q)
 	}
-	s.conf.wrote(q.Name, t)
+	// GONE: the queue was deleted over the API. The call itself answers
+	// NOCONF, before writing anything.
 	return nil
 }
 
