@@ -1,12 +1,16 @@
 package test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,26 +19,36 @@ import (
 
 // blockingHook is a webhook whose first delivery blocks until the request is
 // aborted (the daemon closes the connection) or released; it records when
-// each request started and ended.
+// each request started and ended, and whether, when each later request
+// started, the first one's connection was already closed by the daemon.
 type blockingHook struct {
 	URL string
 
-	mu      sync.Mutex
-	starts  []time.Time
-	ends    []time.Time
-	ids     []string
-	aborted []bool
-	release chan struct{}
+	mu          sync.Mutex
+	starts      []time.Time
+	ends        []time.Time
+	ids         []string
+	aborted     []bool
+	firstClosed []bool
+	first       net.Conn
+	release     chan struct{}
 }
+
+// connKey carries a request's connection in its context.
+type connKey struct{}
 
 func newBlockingHook(t *testing.T) *blockingHook {
 	h := &blockingHook{release: make(chan struct{})}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Reading the body lets the server notice the client closing the
 		// connection (and cancel r.Context()).
 		_, _ = io.ReadAll(r.Body)
 		h.mu.Lock()
 		n := len(h.starts)
+		if n == 0 {
+			h.first, _ = r.Context().Value(connKey{}).(net.Conn)
+		}
+		h.firstClosed = append(h.firstClosed, n > 0 && (!h.ends[0].IsZero() || peerClosed(h.first)))
 		h.starts = append(h.starts, time.Now())
 		h.ids = append(h.ids, r.Header.Get("X-Simpleq-Job-Id"))
 		h.ends = append(h.ends, time.Time{})
@@ -57,6 +71,10 @@ func newBlockingHook(t *testing.T) *blockingHook {
 			w.WriteHeader(http.StatusOK)
 		}
 	}))
+	srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c)
+	}
+	srv.Start()
 	t.Cleanup(func() {
 		close(h.release)
 		srv.Close()
@@ -70,6 +88,42 @@ func (h *blockingHook) snapshot() (starts, ends []time.Time, ids []string, abort
 	defer h.mu.Unlock()
 	return append([]time.Time(nil), h.starts...), append([]time.Time(nil), h.ends...),
 		append([]string(nil), h.ids...), append([]bool(nil), h.aborted...)
+}
+
+// closedWhenStarted reports, for request n, whether the first request's
+// connection had been closed by the daemon when request n arrived.
+func (h *blockingHook) closedWhenStarted(n int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.firstClosed[n]
+}
+
+// peerClosed tells whether the client has closed c, from the kernel's
+// socket rather than from the server's goroutine that reads it: a peek
+// that finds the end of the stream (or a reset) means the FIN is already
+// there, and a socket the server has closed already was closed by the
+// client first (the first request only ends when it is aborted). The daemon closes an aborted request's connection before it
+// settles the job, so on loopback the FIN is in the socket before the
+// next request's bytes are: this orders the two by cause, not by when
+// two goroutines happened to be scheduled.
+func peerClosed(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	closed := false
+	if err := raw.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		closed = (err == nil && n == 0) || errors.Is(err, syscall.ECONNRESET)
+	}); err != nil {
+		return true // the server closed it
+	}
+	return closed
 }
 
 // TestCancelInFlightThroughSecondDaemon is control.md §1's in-flight cancel
@@ -114,9 +168,9 @@ func TestCancelInFlightThroughSecondDaemon(t *testing.T) {
 	// The slot was kept until the aborted request ended: the next job went
 	// out only after it.
 	require.Eventually(t, func() bool { s, _, _, _ := hook.snapshot(); return len(s) == 2 }, 5*time.Second, 5*time.Millisecond)
-	starts, _, ids, _ := hook.snapshot()
+	_, _, ids, _ := hook.snapshot()
 	require.Equal(t, next, ids[1])
-	require.True(t, !starts[1].Before(firstEnd), "concurrency 1: the next delivery started after the aborted one ended")
+	require.True(t, hook.closedWhenStarted(1), "concurrency 1: the next delivery started after the aborted one ended")
 
 	// A late callback changes nothing.
 	r = a.Do(http.MethodPost, "/v1/jobs/"+id+"/ack", map[string]any{})
