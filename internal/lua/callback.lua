@@ -7,7 +7,7 @@
 -- KEYS: the queue keys of lib.lua, then KEYS[KX + 1] the queue's statistics
 -- (lib.lua stats_flush; lib.lua names KEYS[KX + 1] K_CALL, which this script
 -- never uses).
--- ARGV[1..ARG0]: per-call values (lib.lua).
+-- ARGV[1] (ARG0 = 1): the per-call value rand, for a nack's jitter (lib.lua).
 -- ARGV[ARG0 + 1..7]: id, kind ("ack"|"nack"|"defer"), attempt ("" when not given),
 --   retryable ("1"|"0", nack), retryAfter ms (defer), scope ("queue"|"job",
 --   defer), reason.

@@ -9,7 +9,7 @@
 --   "<phase>\n<position>" kept CURSOR_TTL ms after each step and deleted
 --   when the scan is done, so that the same request sent again (done:
 --   false) goes on where the last one stopped, on any daemon.
--- ARGV[1..ARG0]: per-call values (lib.lua).
+-- No per-call values (ARG0 = 0, lib.lua): the arguments below start at ARGV[1].
 -- ARGV[ARG0 + 1]: "one" or "bulk".
 -- one: ARGV[ARG0 + 2] job id, ARGV[ARG0 + 3] lastError to write ("cancelled: <reason>").
 --   Returns {word, status, token}:

@@ -5,7 +5,7 @@
 -- KEYS: the queue keys of lib.lua.
 -- KEYS[KX + 1] (18): the call log of this token prefix (lib.lua K_CALL).
 -- KEYS[KX + 2] (19): the queue's statistics (lib.lua stats_flush).
--- ARGV[1..ARG0]: per-call values (lib.lua).
+-- ARGV[1..ARG0] (ARG0 = 3): the per-call values rand, batch, lease (lib.lua).
 -- ARGV[ARG0 + 1]: max, the most jobs this caller can take now (its free local slots).
 --           0: housekeeping only (a caller whose slots are all busy); the
 --           reply is BUSY with the time the housekeeping is next needed.

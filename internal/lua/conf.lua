@@ -3,7 +3,7 @@
 --
 -- KEYS: the queue keys of lib.lua, then KEYS[KX + 1] K_META, the queue's
 --   definition hash (queuedef.lua).
--- ARGV[1..ARG0]: per-call values (lib.lua; unused).
+-- No per-call values (ARG0 = 0, lib.lua): the arguments below start at ARGV[1].
 -- ARGV[ARG0 + 1]: the settings as text (conf), ARG0 + 2 the same as
 --   MessagePack (confm); lib.lua conf_load reads them.
 -- ARGV[ARG0 + 3]: "1" for a queue created over the API: its settings are

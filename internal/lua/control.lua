@@ -1,7 +1,7 @@
 -- control.lua — operator pause and resume.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..ARG0]: per-call values (lib.lua).
+-- No per-call values (ARG0 = 0, lib.lua): the arguments below start at ARGV[1].
 -- ARGV[ARG0 + 1]: "pause" or "resume"; ARGV[ARG0 + 2]: reason (pause only).
 -- pause: nothing is delivered until resume; deliveries in flight finish.
 -- resume: ends a pause and also ends a backpressure hold early: a held queue

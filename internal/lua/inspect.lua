@@ -2,7 +2,7 @@
 -- Read-only: it never writes, so it may run against a replica.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..ARG0]: per-call values (lib.lua; unused except for uniformity).
+-- No per-call values (ARG0 = 0, lib.lua): the arguments below start at ARGV[1].
 -- Returns {now ms, paused, pause_reason, hold, hold_until ms, probe_job, reason,
 --          waiting, pending, inflight, awaiting, dead}.
 local now = now_ms()

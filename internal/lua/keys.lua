@@ -3,7 +3,7 @@
 -- override, resume a held lane. Lanes live in lanes.lua's keys.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..ARG0]: per-call values (lib.lua).
+-- No per-call values (ARG0 = 0, lib.lua): the arguments below start at ARGV[1].
 -- ARGV[ARG0 + 1]: op, then per op (Returns after the arrow):
 --   get <fk>                        -> {now, fk, lane} or {now}
 --   put <fk> <conc> <rmax> <weight> -> {now, fk, lane}; "" leaves a value

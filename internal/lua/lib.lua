@@ -61,14 +61,20 @@
 --                              the client's read timeout) is answered from it
 --                              when sent again, so no lease belongs to nobody.
 --
--- ARGV[1..3] (ARG0 = 3), the same in every script (package store builds them):
---   1 a random value in [0,1) from Go (Lua's math.random is deterministic)
---   2 the maintenance batch: max items reaped/expired/purged per call
---   3 the delivery lease (ms) of the calling daemon: its webhook timeout
---     plus its margin, so a lease always outlasts the HTTP request of the
---     daemon that holds it, even mid-way through a rolling reload
+-- ARGV[1..ARG0]: the per-call values this script reads, in the order
+-- package lua's callValues lists them for it (CALL_VALUES, the line before
+-- this prelude), and no others:
+--   rand  a random value in [0,1) from Go (Lua's math.random is
+--         deterministic): claim, settle, callback (backoff jitter)
+--   batch the maintenance batch: max items reaped/expired/purged per call:
+--         claim, settle
+--   lease the delivery lease (ms) of the calling daemon: its webhook timeout
+--         plus its margin, so a lease always outlasts the HTTP request of the
+--         daemon that holds it, even mid-way through a rolling reload: claim,
+--         settle
 -- The queue's rules are not in ARGV: conf_load reads them from K_STATE.
--- Script-specific arguments start at ARGV[4] (ARG0 + 1).
+-- Script-specific arguments start at ARGV[ARG0 + 1] (ARGV[1] in a script
+-- that reads no per-call value).
 --
 -- The job record (K_JOBS), its history (K_HIST) and the lease token
 -- (K_LEASES) have one codec, record.lua (prepended before this file): its
@@ -108,14 +114,18 @@ local PLACEHOLDER = '~simpleqd placeholder: keeps this key a skiplist/hash table
 -- maintenance batch and the delivery lease. A setting read before
 -- conf_load() is an error, not a silent nil, so a script that forgets to
 -- load fails its first test.
-local P = { rand = tonumber(ARGV[1]), batch = tonumber(ARGV[2]), lease = tonumber(ARGV[3]) }
-local ARG0 = 3
-setmetatable(P, { __index = function(_, k) error('simpleqd: queue setting ' .. k .. ' read before conf_load()') end })
+local P, ARG0 = {}, #CALL_VALUES
+for i, k in ipairs(CALL_VALUES) do P[k] = tonumber(ARGV[i]) end
+local CALL_VALUE = { rand = true, batch = true, lease = true }
+setmetatable(P, { __index = function(_, k)
+  if CALL_VALUE[k] then error('simpleqd: per-call value ' .. k .. ' not given to this script (package lua, callValues)') end
+  error('simpleqd: queue setting ' .. k .. ' read before conf_load()')
+end })
 
 -- conf_load reads the settings package store wrote (conf.lua), in this
 -- order: "v1", mode, concurrency, rateLimitMax, rateLimitWindow ms,
 -- maxAttempts, maxDefers, the writer's delivery lease ms (not read: each
--- call brings its own, ARGV[3]), ackTimeout ms,
+-- call brings its own, P.lease), ackTimeout ms,
 -- ackTimeoutAction, backoff type, base ms, max ms, jitter, jobLifetime ms,
 -- retention ms, breaker failures, breaker holdFor ms, flowKeys
 -- concurrency, rateLimitMax, rateLimitWindow ms, holdScope. Fields are only

@@ -29,7 +29,7 @@
 -- still carry a cursor; the next page continues after the last entry read.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..ARG0]: per-call values (lib.lua; unused).
+-- No per-call values (ARG0 = 0, lib.lua): the arguments below start at ARGV[1].
 -- ARGV[ARG0 + 1] status; + 2 phase ("" for the first page); + 3 cursor
 --   score; + 4 cursor member; + 5 limit; + 6 scan; + 7 bytes; + 8 flow key
 --   ("" for every lane).

@@ -52,6 +52,36 @@ const (
 // All lists every script, so start-up can load each one before serving.
 var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, QueueDef, QueueDrop, Registry, Cancel, Schedule, SchedIndex, Lists, Stats, Keys, Conf}
 
+// The per-call values a script can receive in ARGV[1..ARG0] (lib.lua):
+// what is the calling daemon's own rather than the queue's, which the
+// scripts read from Redis.
+const (
+	// RandValue is a random value in [0,1) from Go: Lua's math.random is
+	// deterministic. Backoff jitter draws on it.
+	RandValue = "rand"
+	// BatchValue is the maintenance batch: the most items one call reaps,
+	// expires or purges.
+	BatchValue = "batch"
+	// LeaseValue is the delivery lease in ms: the claiming daemon's webhook
+	// timeout plus its margin.
+	LeaseValue = "lease"
+)
+
+// callValues are the per-call values each script reads, in ARGV order; a
+// script not listed reads none, so its own arguments start at ARGV[1].
+// lib.lua's P fails loudly on a value its script was not given.
+var callValues = map[string][]string{
+	// claim and settle claim, and a claim does the queue's maintenance
+	// (reaping can retry a job, with jitter) and writes leases.
+	Claim:  {RandValue, BatchValue, LeaseValue},
+	Settle: {RandValue, BatchValue, LeaseValue},
+	// A nack retries with jitter.
+	Callback: {RandValue},
+}
+
+// CallValues returns the per-call values script name reads, in ARGV order.
+func CallValues(name string) []string { return callValues[name] }
+
 // prelude lists the files prepended to every script, in order: hold.lua
 // (the hold machine, for a queue and a lane alike), record.lua (the job
 // record's codec: the stored layout, the fast-path edits, the lease
@@ -59,21 +89,33 @@ var All = []string{Publish, Claim, Settle, Callback, Inspect, Control, Replay, Q
 // (flow keys' lanes).
 var prelude = []string{"hold.lua", "record.lua", "lib.lua", "lanes.lua"}
 
-// Source returns the full source of a script: the shared prelude followed by
-// the script's own body.
+// Source returns the full source of a script: the list of the per-call
+// values it reads (CALL_VALUES, for lib.lua), the shared prelude, then the
+// script's own body.
 func Source(name string) (string, error) {
 	body, err := files.ReadFile(name + ".lua")
 	if err != nil {
 		return "", fmt.Errorf("read script %q: %w", name, err)
 	}
-	return WithPrelude(string(body))
+	return withPrelude(callValues[name], string(body))
 }
 
 // WithPrelude returns body with the shared prelude before it, as Source
-// builds every script: package store's golden tests run the record codec
-// (record.lua) through it on a real Redis.
-func WithPrelude(body string) (string, error) {
+// builds every script, for a body that reads no per-call values: package
+// store's golden tests run the record codec (record.lua) through it on a
+// real Redis.
+func WithPrelude(body string) (string, error) { return withPrelude(nil, body) }
+
+func withPrelude(values []string, body string) (string, error) {
 	var b strings.Builder
+	b.WriteString("local CALL_VALUES = {")
+	for i, v := range values {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("'" + v + "'")
+	}
+	b.WriteString("}\n")
 	for _, f := range prelude {
 		src, err := files.ReadFile(f)
 		if err != nil {

@@ -1,7 +1,7 @@
 -- publish.lua — store new jobs, atomically per call.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..ARG0]: per-call values (lib.lua).
+-- No per-call values (ARG0 = 0, lib.lua): the arguments below start at ARGV[1].
 -- ARGV[ARG0 + 1]: n, the number of jobs; then per job 7 values:
 --   id, idempotency key ("" for none), delay ms, priority ("0".."9",
 --   control.md §2: stored as pri when not 0, and in the job's K_WAITING

@@ -4,7 +4,7 @@
 --   definition HASH: spec (the settings as given, JSON, secret included),
 --   rev (the definition's revision, from 1), created and updated (ms), and
 --   deleting ("1" while a DELETE removes the queue's jobs; queuedrop.lua).
--- ARGV[1..ARG0]: per-call values (lib.lua; unused).
+-- No per-call values (ARG0 = 0, lib.lua): the arguments below start at ARGV[1].
 -- ARGV[ARG0 + 1]: the revision the caller read ("" for none: write whatever is
 --   stored, PUT; a PATCH sends the revision it merged into).
 -- ARGV[ARG0 + 2]: the spec JSON.

@@ -4,10 +4,9 @@
 -- KEYS: the queue keys of lib.lua, then KEYS[KX + 1] K_META (queuedef.lua) and
 --   KEYS[KX + 2] the queue's statistics hash (lib.lua stats_flush), removed with
 --   the rest.
--- ARGV[1..ARG0]: per-call values (lib.lua; 2, the batch, bounds the jobs
---   removed per call).
--- ARGV[ARG0 + 1]: "1" to purge (remove jobs that are not terminal too), "0" not.
--- ARGV[ARG0 + 2]: "1" on the first call of a delete, "0" on the calls after it.
+-- ARGV[1]: "1" to purge (remove jobs that are not terminal too), "0" not.
+-- ARGV[2]: "1" on the first call of a delete, "0" on the calls after it.
+-- ARGV[3]: the most jobs removed per call.
 -- The first call decides: without purge, a queue with a job waiting, in
 -- flight or awaiting ack is refused (BUSY) and nothing changes; otherwise
 -- the definition is marked deleting (queuedef.lua then refuses writes),
@@ -25,7 +24,7 @@
 --   since the first call remain (without purge), which stay.
 local K_META, K_QSTATS = KEYS[KX + 1], KEYS[KX + 2]
 local purge, first = ARGV[ARG0 + 1] == '1', ARGV[ARG0 + 2] == '1'
-local batch = P.batch
+local batch = tonumber(ARGV[ARG0 + 3])
 
 local function live()
   return redis.call('ZCARD', K_WAITING) + redis.call('ZCARD', K_LWAIT) + in_flight()

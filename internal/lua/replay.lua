@@ -2,7 +2,7 @@
 -- and defers reset, a fresh lifetime from now, pending again.
 --
 -- KEYS: the queue keys of lib.lua.
--- ARGV[1..ARG0]: per-call values (lib.lua).
+-- No per-call values (ARG0 = 0, lib.lua): the arguments below start at ARGV[1].
 -- ARGV[ARG0 + 1]: "ids" or "all"; ARGV[ARG0 + 2..]: job ids (ids), or ARGV[ARG0 + 2] = the most
 --   to replay in this call (all; the caller repeats while more remain).
 -- Returns {replayed, remaining dead}.

@@ -29,7 +29,7 @@
 -- an entry longer than 64 bytes makes the key a hash table or skiplist. It is
 -- never a schedule (ids are [A-Za-z0-9._-]) and never due.
 -- (lib.lua reads KEYS[12] as K_CALL; this script never uses the call log.)
--- ARGV[1..ARG0]: per-call values (lib.lua): a firing uses jobLifetime.
+-- No per-call values (ARG0 = 0, lib.lua): the arguments below start at ARGV[1].
 -- ARGV[ARG0 + 1]: the operation, then its arguments. Returns what each operation
 -- names after its arrow:
 --   put id def source next iv

@@ -6,7 +6,7 @@
 -- KEYS: the queue keys of lib.lua.
 -- KEYS[KX + 1] (18): the call log of the refill's token prefix (lib.lua K_CALL).
 -- KEYS[KX + 2] (19): the queue's statistics (lib.lua stats_flush).
--- ARGV[1..ARG0]: per-call values (lib.lua).
+-- ARGV[1..ARG0] (ARG0 = 3): the per-call values rand, batch, lease (lib.lua).
 -- ARGV[ARG0 + 1]: n outcomes; then per outcome 7 values:
 --   id, token, kind, webhook status code ("" if none), error text,
 --   retryAfter (defer only): ms, or "@<unix ms>" for an HTTP-date

@@ -4,7 +4,7 @@
 -- KEYS: the queue keys of lib.lua (unused), then KEYS[KX + 1] the queue's
 -- statistics hash (lib.lua names KEYS[KX + 1] K_CALL; this script never uses the
 -- call log).
--- ARGV[1..ARG0]: per-call values (lib.lua; unused).
+-- No per-call values (ARG0 = 0, lib.lua): the arguments below start at ARGV[1].
 -- ARGV[ARG0 + 1]: since, ms ("" = until - 1 h); ARGV[ARG0 + 2]: until, ms ("" = now).
 -- Both are clamped to the retention (STATS_MINUTES back from now).
 -- Returns {now, since, until, holds, n, then per bucket that has counts

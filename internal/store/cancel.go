@@ -46,7 +46,7 @@ func CancelError(reason string) string {
 // ErrNotFound for an unknown (or purged) job and ErrConflict for one that
 // is already completed or dead.
 func (s *Store) Cancel(ctx context.Context, q QueueParams, id, reason string) (Cancelled, error) {
-	res, err := s.run(ctx, lua.Cancel, q, append(s.params(q, 3), "one", id, CancelError(reason)))
+	res, err := s.run(ctx, lua.Cancel, q, append(s.params(lua.Cancel, q, 3), "one", id, CancelError(reason)))
 	if err != nil {
 		return Cancelled{}, err
 	}
@@ -153,7 +153,7 @@ func (s *Store) BulkCancelStep(ctx context.Context, q QueueParams, f CancelFilte
 	if !f.CreatedBefore.IsZero() {
 		before = strconv.FormatInt(f.CreatedBefore.UnixMilli(), 10)
 	}
-	args := append(s.params(q, 9), "bulk", CancelError(reason), cur.Phase, cur.Position, max(lim.Look, 1),
+	args := append(s.params(lua.Cancel, q, 9), "bulk", CancelError(reason), cur.Phase, cur.Position, max(lim.Look, 1),
 		lim.Budget.Microseconds(), strings.Join(statuses, ","), before, flowKey)
 	keys := s.Keys(q.Name).List(s.cancelCursorKey(q.Name, statuses, before, flowKey))
 	res, err := s.runKeys(ctx, lua.Cancel, q, keys, args)

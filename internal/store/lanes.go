@@ -84,7 +84,7 @@ func (s *Store) ResumeKey(ctx context.Context, q QueueParams, flowKey string) (K
 }
 
 func (s *Store) keyOp(ctx context.Context, q QueueParams, op, flowKey string, extra ...any) (Key, error) {
-	args := append(s.params(q, 2+len(extra)), op, flowKey)
+	args := append(s.params(lua.Keys, q, 2+len(extra)), op, flowKey)
 	args = append(args, extra...)
 	res, err := s.run(ctx, lua.Keys, q, args)
 	if err != nil {
@@ -116,7 +116,7 @@ func (s *Store) ListKeys(ctx context.Context, q QueueParams, state KeyState, cur
 	if limit <= 0 || limit > MaxKeysPage {
 		limit = MaxKeysPage
 	}
-	res, err := s.run(ctx, lua.Keys, q, append(s.params(q, 4), "list", string(state), cursor, limit))
+	res, err := s.run(ctx, lua.Keys, q, append(s.params(lua.Keys, q, 4), "list", string(state), cursor, limit))
 	if err != nil {
 		return nil, "", err
 	}

@@ -62,7 +62,7 @@ func (s *Store) ListJobsByKey(ctx context.Context, q QueueParams, st Status, flo
 			return nil, "", &InvalidCursorError{Cursor: cursor, Reason: "cursor belongs to another flow key"}
 		}
 	}
-	args := append(s.params(q, 8), string(st), c.phase, c.score, c.member, limit, limit+jobsScanExtra, MaxJobsPageBytes, flowKey)
+	args := append(s.params(lua.Lists, q, 8), string(st), c.phase, c.score, c.member, limit, limit+jobsScanExtra, MaxJobsPageBytes, flowKey)
 	res, err := s.run(ctx, lua.Lists, q, args)
 	if err != nil {
 		return nil, "", fmt.Errorf("list %s jobs of queue %s: %w", st, q.Name, err)

@@ -34,7 +34,7 @@ func (s *Store) Publish(ctx context.Context, q QueueParams, jobs []NewJob) ([]Pu
 		}
 		return out, nil
 	}
-	args := s.params(q, 1+7*len(jobs))
+	args := s.params(lua.Publish, q, 1+7*len(jobs))
 	args = append(args, len(jobs))
 	ids := make([]string, len(jobs))
 	traced := 0
@@ -175,7 +175,7 @@ func (s *Store) Claim(ctx context.Context, q QueueParams, max int) (ClaimResult,
 // ClaimCall is Claim under a call name from NewCall: the caller sends a
 // failed call again with the same name (see NewCall).
 func (s *Store) ClaimCall(ctx context.Context, q QueueParams, max int, call string) (ClaimResult, error) {
-	args := append(s.params(q, 2), max, call)
+	args := append(s.params(lua.Claim, q, 2), max, call)
 	res, err := s.runCall(ctx, lua.Claim, q, call, args)
 	if err != nil {
 		return ClaimResult{}, err
@@ -342,7 +342,7 @@ func (s *Store) SettleAndClaim(ctx context.Context, q QueueParams, outcomes []Ou
 	if call == "" {
 		call = s.NewCall()
 	}
-	args := s.params(q, 4+7*len(outcomes))
+	args := s.params(lua.Settle, q, 4+7*len(outcomes))
 	args = append(args, len(outcomes))
 	for _, o := range outcomes {
 		code := ""
@@ -403,7 +403,7 @@ func (s *Store) Callback(ctx context.Context, q QueueParams, cb Callback) (Settl
 		retryable = "1"
 	}
 	scope := cb.Scope // ScopeDefault ("") is resolved by the script (keys.md §3)
-	args := append(s.params(q, 7), cb.JobID, string(cb.Kind), attempt, retryable,
+	args := append(s.params(lua.Callback, q, 7), cb.JobID, string(cb.Kind), attempt, retryable,
 		ms(cb.RetryAfter), string(scope), cb.Reason)
 	res, err := s.runKeys(ctx, lua.Callback, q, s.Keys(q.Name).List(s.statsKey(q.Name)), args)
 	if err != nil {
@@ -434,7 +434,7 @@ func (s *Store) Callback(ctx context.Context, q QueueParams, cb Callback) (Settl
 
 // QueueStatus reads a queue's counts and hold state, judged on Redis' clock.
 func (s *Store) QueueStatus(ctx context.Context, q QueueParams) (QueueStatus, error) {
-	res, err := s.run(ctx, lua.Inspect, q, s.params(q, 0))
+	res, err := s.run(ctx, lua.Inspect, q, s.params(lua.Inspect, q, 0))
 	if err != nil {
 		return QueueStatus{}, err
 	}
@@ -481,19 +481,19 @@ func (s *Store) QueueStatus(ctx context.Context, q QueueParams) (QueueStatus, er
 
 // Pause stops all deliveries of a queue until Resume.
 func (s *Store) Pause(ctx context.Context, q QueueParams, reason string) error {
-	_, err := s.run(ctx, lua.Control, q, append(s.params(q, 2), "pause", reason))
+	_, err := s.run(ctx, lua.Control, q, append(s.params(lua.Control, q, 2), "pause", reason))
 	return err
 }
 
 // Resume ends a pause, and ends a backpressure hold early (the queue probes).
 func (s *Store) Resume(ctx context.Context, q QueueParams) error {
-	_, err := s.run(ctx, lua.Control, q, append(s.params(q, 2), "resume", ""))
+	_, err := s.run(ctx, lua.Control, q, append(s.params(lua.Control, q, 2), "resume", ""))
 	return err
 }
 
 // Replay moves the given dead jobs back to waiting; it returns how many moved.
 func (s *Store) Replay(ctx context.Context, q QueueParams, ids []string) (int, error) {
-	args := append(s.params(q, 1+len(ids)), "ids")
+	args := append(s.params(lua.Replay, q, 1+len(ids)), "ids")
 	for _, id := range ids {
 		args = append(args, id)
 	}
@@ -509,7 +509,7 @@ func (s *Store) Replay(ctx context.Context, q QueueParams, ids []string) (int, e
 func (s *Store) ReplayAll(ctx context.Context, q QueueParams) (int, error) {
 	total := 0
 	for {
-		res, err := s.run(ctx, lua.Replay, q, append(s.params(q, 2), "all", 500))
+		res, err := s.run(ctx, lua.Replay, q, append(s.params(lua.Replay, q, 2), "all", 500))
 		if err != nil {
 			return total, err
 		}

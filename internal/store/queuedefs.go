@@ -121,7 +121,7 @@ func (s *Store) PutQueueDef(ctx context.Context, name string, wantRev int64, spe
 		win = strconv.FormatInt(lim.RateLimitWindow.Milliseconds(), 10)
 	}
 	q := defQueue(name)
-	args := append(s.params(q, 5), want, string(spec), opt(lim.Concurrency), opt(lim.RateLimitMax), win)
+	args := append(s.params(lua.QueueDef, q, 5), want, string(spec), opt(lim.Concurrency), opt(lim.RateLimitMax), win)
 	res, err := s.runKeys(ctx, lua.QueueDef, q, s.Keys(name).List(s.metaKey(name)), args)
 	if err != nil {
 		return false, 0, err
@@ -262,8 +262,7 @@ func (s *Store) DropQueue(ctx context.Context, name string, purge bool) (removed
 		if first {
 			f = "1"
 		}
-		args := append(s.params(q, 2), p, f)
-		args[1] = dropBatch // ARGV[2], the batch (lib.lua)
+		args := append(s.params(lua.QueueDrop, q, 3), p, f, dropBatch)
 		res, err := s.runKeys(ctx, lua.QueueDrop, q, keys, args)
 		if err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -155,11 +156,7 @@ func TestRecordGolden(t *testing.T) {
 	run := func(args ...any) any {
 		src, err := lua.WithPrelude(recordGoldenLua)
 		require.NoError(t, err)
-		argv := make([]any, 3, 3+len(args)) // lib.lua ARGV[1..ARG0], the per-call values, unused here
-		for i := range argv {
-			argv[i] = ""
-		}
-		res, err := rdb.Eval(ctx, src, nil, append(argv, args...)...).Result()
+		res, err := rdb.Eval(ctx, src, nil, args...).Result() // no per-call values (lib.lua ARG0 = 0)
 		require.NoError(t, err)
 		return res
 	}
@@ -205,5 +202,34 @@ func TestRecordGolden(t *testing.T) {
 			require.NoError(t, err, "run with -update to create it")
 			require.Equal(t, string(want), got, "%s: the record layout changed on one side (see the test's doc)", path)
 		})
+	}
+}
+
+// TestScriptsReadOnlyTheirCallValues: a script is given only the per-call
+// values package lua lists for it, and one that reads another fails
+// loudly, rather than reading one of its own arguments in its place.
+func TestScriptsReadOnlyTheirCallValues(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed")
+	}
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	src, err := lua.WithPrelude("return { ARG0, ARGV[ARG0 + 1], P.rand }")
+	require.NoError(t, err)
+	_, err = rdb.Eval(ctx, src, nil, "mine").Result()
+	require.ErrorContains(t, err, "per-call value rand not given to this script")
+	src, err = lua.WithPrelude("return { ARG0, ARGV[ARG0 + 1] }")
+	require.NoError(t, err)
+	res, err := rdb.Eval(ctx, src, nil, "mine").Result()
+	require.NoError(t, err)
+	require.Equal(t, []any{int64(0), "mine"}, res, "a script without per-call values starts its own at ARGV[1]")
+	for _, name := range lua.All {
+		src, err := lua.Source(name)
+		require.NoError(t, err)
+		want := "local CALL_VALUES = {}"
+		if v := lua.CallValues(name); len(v) > 0 {
+			want = "local CALL_VALUES = {'" + strings.Join(v, "','") + "'}"
+		}
+		require.True(t, strings.HasPrefix(src, want+"\n"), "%s opens with its per-call values", name)
 	}
 }

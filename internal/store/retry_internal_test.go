@@ -33,7 +33,7 @@ func TestPublishScriptRunTwice(t *testing.T) {
 	}
 	for _, key := range []string{"", "idem-1"} {
 		id := s.NewID(q.Name)
-		args := append(s.params(q, 7), 1, id, key, 0, 0, "", "", []byte(`{"k":1}`))
+		args := append(s.params(lua.Publish, q, 7), 1, id, key, 0, 0, "", "", []byte(`{"k":1}`))
 		first, err := s.run(ctx, lua.Publish, q, args)
 		require.NoError(t, err)
 		c, err := s.Claim(ctx, q, 10)

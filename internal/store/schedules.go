@@ -134,7 +134,7 @@ func (s *Store) NewScheduleID() string {
 }
 
 func (s *Store) schedule(ctx context.Context, q QueueParams, args ...any) (*reply, error) {
-	res, err := s.runKeys(ctx, lua.Schedule, q, s.scheduleKeys(q.Name), append(s.params(q, len(args)), args...))
+	res, err := s.runKeys(ctx, lua.Schedule, q, s.scheduleKeys(q.Name), append(s.params(lua.Schedule, q, len(args)), args...))
 	if err != nil {
 		return nil, err
 	}
@@ -527,7 +527,7 @@ func (s *Store) TickQueues(ctx context.Context, qs []QueueParams, max int) (out 
 			continue // its settings could not be written: no tick for it this time
 		}
 		args := s.tickArgs(q, max)
-		cmds[i] = s.scripts[lua.Schedule].EvalSha(ctx, pipe, s.scheduleKeys(q.Name), append(s.params(q, len(args)), args...)...)
+		cmds[i] = s.scripts[lua.Schedule].EvalSha(ctx, pipe, s.scheduleKeys(q.Name), append(s.params(lua.Schedule, q, len(args)), args...)...)
 	}
 	_, _ = pipe.Exec(ctx)
 	took := time.Since(began)

@@ -103,7 +103,7 @@ func (s *Store) Stats(ctx context.Context, q QueueParams, since, until time.Time
 		return strconv.FormatInt(t.UnixMilli(), 10)
 	}
 	keys := s.Keys(q.Name).List(s.statsKey(q.Name))
-	res, err := s.runKeys(ctx, lua.Stats, q, keys, append(s.params(q, 2), arg(since), arg(until)))
+	res, err := s.runKeys(ctx, lua.Stats, q, keys, append(s.params(lua.Stats, q, 2), arg(since), arg(until)))
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats of queue %s: %w", q.Name, err)
 	}

@@ -136,15 +136,25 @@ func (s *Store) callKey(queue, call string) string {
 	return s.opts.Prefix + ":{" + queue + "}:call:" + call
 }
 
-// params builds ARGV[1..ARG0] of lib.lua, the values that are the
-// caller's own (a random value, the maintenance batch, the delivery lease:
-// this daemon's webhook timeout plus its margin), with room for extra
-// more. The queue's rules are not among them: the scripts read the ones
-// in Redis (conf.go).
-func (s *Store) params(q QueueParams, extra int) []any {
-	a := make([]any, 0, 3+extra)
-	return append(a, strconv.FormatFloat(rand.Float64(), 'f', 8, 64), s.opts.MaintenanceBatch,
-		ms(q.Timeout+s.opts.LeaseMargin))
+// params builds ARGV[1..ARG0] of lib.lua for script name: the per-call
+// values it reads (lua.CallValues: a random value, the maintenance batch,
+// the delivery lease of this daemon, its webhook timeout plus its margin),
+// and no others, with room for extra more. The queue's rules are not among
+// them: the scripts read the ones in Redis (conf.go).
+func (s *Store) params(name string, q QueueParams, extra int) []any {
+	vals := lua.CallValues(name)
+	a := make([]any, 0, len(vals)+extra)
+	for _, v := range vals {
+		switch v {
+		case lua.RandValue:
+			a = append(a, strconv.FormatFloat(rand.Float64(), 'f', 8, 64))
+		case lua.BatchValue:
+			a = append(a, s.opts.MaintenanceBatch)
+		case lua.LeaseValue:
+			a = append(a, ms(q.Timeout+s.opts.LeaseMargin))
+		}
+	}
+	return a
 }
 
 func (s *Store) run(ctx context.Context, name string, q QueueParams, args []any) (any, error) {
