@@ -38,8 +38,11 @@
 //     Store writes its copy and sends the call once more. A restarted Redis
 //     (its script cache empty, Ping) makes the Store write every queue's
 //     settings again, since the data it came back with may be older.
-//     ARGV carries only what is the caller's own (a random value, the
-//     maintenance batch, the delivery lease, the call's own arguments).
+//     ARGV carries only what is the caller's own: the call's own
+//     arguments, after the per-call values its script reads and no others
+//     (package lua's CallValues: claim and settle get a random value, the
+//     maintenance batch and the delivery lease; callback the random value;
+//     every other script none).
 //     What it costs per claim is in docs/performance.md ("settings in
 //     Redis").
 //   - Limits set by a queue created over the API also live in the state
