@@ -296,7 +296,7 @@ func measureCancel(ctx context.Context, rs *redisProc, st *store.Store, q config
 		cur := store.StartCancel
 		for !cur.Done() && time.Since(began)-(paused-pausedBefore) < 9*time.Second {
 			c0, w0 := schedstat(pid)
-			step, err := st.BulkCancelStep(ctx, queueparams.Of(q), f, "bench", cur, store.DefaultCancelLimits)
+			step, err := st.BulkCancelStep(ctx, queueparams.Of(q), store.BulkCancelParams{Filter: f, Reason: "bench", Cursor: cur, Limits: store.DefaultCancelLimits})
 			if err != nil {
 				return m, err
 			}

@@ -327,7 +327,7 @@ func (d *Daemon) writeDef(ctx context.Context, name string, rev int64, canon con
 	if err != nil {
 		return false, fmt.Errorf("encode queue definition: %w", err)
 	}
-	created, _, err := d.store.PutQueueDef(ctx, name, rev, raw, limitsOf(canon, q))
+	created, _, err := d.store.PutQueueDef(ctx, store.QueueDefParams{Name: name, WantRev: rev, Spec: raw, Limits: limitsOf(canon, q)})
 	if err != nil {
 		return false, err
 	}
@@ -418,7 +418,7 @@ func (b backend) DeleteQueue(ctx context.Context, name string, purge bool) error
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
 	defer cancel()
-	removed, kept, err := d.store.DropQueue(ctx, name, purge)
+	removed, kept, err := d.store.DropQueue(ctx, store.DropQueueParams{Name: name, Purge: purge})
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 func (b backend) Cancel(ctx context.Context, q config.Queue, id, reason string) (*store.Job, error) {
 	cctx, cancel := apiCtx(ctx)
 	defer cancel()
-	res, err := b.d.store.Cancel(cctx, q, id, reason)
+	res, err := b.d.store.Cancel(cctx, q, store.CancelParams{ID: id, Reason: reason})
 	if err != nil {
 		return nil, err
 	}
@@ -37,25 +37,25 @@ func (b backend) Cancel(ctx context.Context, q config.Queue, id, reason string) 
 // CancelBulk cancels the jobs f matches, batch after batch, until the scan is
 // done or until has passed, aborting the deliveries under way it cancels.
 func (b backend) CancelBulk(ctx context.Context, q config.Queue, f store.CancelFilter, reason string, until time.Time) (int, bool, error) {
-	cur := store.StartCancel
+	p := store.BulkCancelParams{Filter: f, Reason: reason, Cursor: store.StartCancel}
 	total := 0
-	for !cur.Done() {
+	for !p.Cursor.Done() {
 		if time.Now().After(until) {
 			b.logBulk(q, total, false, nil)
 			return total, false, nil
 		}
 		cctx, cancel := apiCtx(ctx)
-		n, next, aborts, err := b.d.store.CancelStep(cctx, q, f, reason, cur)
+		step, err := b.d.store.BulkCancelStep(cctx, q, p)
 		cancel()
 		if err != nil {
 			b.logBulk(q, total, false, err)
 			return total, false, err
 		}
-		total += n
-		for _, a := range aborts {
+		total += step.Cancelled
+		for _, a := range step.Aborts {
 			b.abort(q, a)
 		}
-		cur = next
+		p.Cursor = step.Next
 	}
 	b.logBulk(q, total, true, nil)
 	return total, true, nil

@@ -595,7 +595,7 @@ func (b backend) QueueStatus(ctx context.Context, q config.Queue) (store.QueueSt
 func (b backend) ListDead(ctx context.Context, q config.Queue, limit int, cursor string) ([]*store.Job, string, error) {
 	ctx, cancel := apiCtx(ctx)
 	defer cancel()
-	return b.d.store.ListDead(ctx, q, limit, cursor)
+	return b.d.store.ListDead(ctx, q, store.ListDeadParams{Limit: limit, Cursor: cursor})
 }
 
 func (b backend) Replay(ctx context.Context, q config.Queue, ids []string) (int, error) {

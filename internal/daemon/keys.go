@@ -26,7 +26,7 @@ func (b backend) GetKey(ctx context.Context, q config.Queue, flowKey string) (st
 func (b backend) ListKeys(ctx context.Context, q config.Queue, state store.KeyState, cursor string, limit int) ([]store.Key, string, error) {
 	ctx, cancel := apiCtx(ctx)
 	defer cancel()
-	return b.d.store.ListKeys(ctx, q, state, cursor, limit)
+	return b.d.store.ListKeys(ctx, q, store.ListKeysParams{State: state, Cursor: cursor, Limit: limit})
 }
 
 // PutKey sets a lane's override, shared by the fleet at once.

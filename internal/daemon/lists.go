@@ -12,7 +12,7 @@ import (
 func (b backend) ListJobsByKey(ctx context.Context, q config.Queue, st store.Status, flowKey string, limit int, cursor string) ([]*store.Job, string, error) {
 	ctx, cancel := apiCtx(ctx)
 	defer cancel()
-	return b.d.store.ListJobsByKey(ctx, q, st, flowKey, limit, cursor)
+	return b.d.store.ListJobs(ctx, q, store.ListJobsParams{Status: st, FlowKey: flowKey, Limit: limit, Cursor: cursor})
 }
 
 // ListJobs serves GET /v1/queues/{queue}/jobs (api.JobLister): one page of
@@ -20,7 +20,7 @@ func (b backend) ListJobsByKey(ctx context.Context, q config.Queue, st store.Sta
 func (b backend) ListJobs(ctx context.Context, q config.Queue, st store.Status, limit int, cursor string) ([]*store.Job, string, error) {
 	ctx, cancel := apiCtx(ctx)
 	defer cancel()
-	return b.d.store.ListJobs(ctx, q, st, limit, cursor)
+	return b.d.store.ListJobs(ctx, q, store.ListJobsParams{Status: st, Limit: limit, Cursor: cursor})
 }
 
 // Stats serves GET /v1/queues/{queue}/stats (api.StatsReader): the queue's
@@ -28,5 +28,5 @@ func (b backend) ListJobs(ctx context.Context, q config.Queue, st store.Status, 
 func (b backend) Stats(ctx context.Context, q config.Queue, since, until time.Time) (store.Stats, error) {
 	ctx, cancel := apiCtx(ctx)
 	defer cancel()
-	return b.d.store.Stats(ctx, q, since, until)
+	return b.d.store.Stats(ctx, q, store.StatsParams{Since: since, Until: until})
 }

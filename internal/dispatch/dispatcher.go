@@ -20,7 +20,7 @@ type Store interface {
 	NewCall() string
 	// The queue's settings reach the store as the QueueParams a pump built
 	// when they last changed (queueSettings), not converted at each call.
-	ClaimCall(ctx context.Context, q store.QueueParams, max int, call string) (store.ClaimResult, error)
+	ClaimCall(ctx context.Context, q store.QueueParams, p store.ClaimParams) (store.ClaimResult, error)
 	// SettleAndClaim records outcomes and claims their replacements in the
 	// same script call.
 	SettleAndClaim(ctx context.Context, q store.QueueParams, outcomes []store.Outcome, refill store.Refill) ([]store.Settled, store.ClaimResult, error)

@@ -38,7 +38,8 @@ func (s *chainStore) next() store.ClaimResult {
 
 func (s *chainStore) NewCall() string { return "call" }
 
-func (s *chainStore) ClaimCall(_ context.Context, _ store.QueueParams, max int, _ string) (store.ClaimResult, error) {
+func (s *chainStore) ClaimCall(_ context.Context, _ store.QueueParams, p store.ClaimParams) (store.ClaimResult, error) {
+	max := p.Max
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.handed > 0 || max == 0 {

@@ -262,7 +262,7 @@ type idleStore struct{ claims atomic.Int64 }
 
 func (s *idleStore) NewCall() string { return "call" }
 
-func (s *idleStore) ClaimCall(context.Context, store.QueueParams, int, string) (store.ClaimResult, error) {
+func (s *idleStore) ClaimCall(context.Context, store.QueueParams, store.ClaimParams) (store.ClaimResult, error) {
 	s.claims.Add(1)
 	return store.ClaimResult{Word: store.Empty, WakeIn: -1}, nil
 }

@@ -224,7 +224,7 @@ func (p *pump) run(ctx context.Context) {
 		}
 		// This claim's wake time covers every job stored before it starts.
 		p.wakeBy.Store(0)
-		res, err := p.d.opts.Store.ClaimCall(ctx, qs.params, free, call)
+		res, err := p.d.opts.Store.ClaimCall(ctx, qs.params, store.ClaimParams{Max: free, Call: call})
 		if checked != nil {
 			checked()
 			checked = nil

@@ -174,7 +174,8 @@ type scriptedStore struct {
 
 func (s *scriptedStore) NewCall() string { return "call" }
 
-func (s *scriptedStore) ClaimCall(_ context.Context, _ store.QueueParams, max int, _ string) (store.ClaimResult, error) {
+func (s *scriptedStore) ClaimCall(_ context.Context, _ store.QueueParams, p store.ClaimParams) (store.ClaimResult, error) {
+	max := p.Max
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.jobs) == 0 || max == 0 {

@@ -21,7 +21,7 @@ type heldStore struct {
 
 func (s *heldStore) NewCall() string { return "call" }
 
-func (s *heldStore) ClaimCall(context.Context, store.QueueParams, int, string) (store.ClaimResult, error) {
+func (s *heldStore) ClaimCall(context.Context, store.QueueParams, store.ClaimParams) (store.ClaimResult, error) {
 	s.claims.Add(1)
 	return store.ClaimResult{Word: s.word, WakeIn: time.Hour}, nil
 }

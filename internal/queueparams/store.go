@@ -25,28 +25,23 @@ type Store struct{ *store.Store }
 func Wrap(s *store.Store) Store { return Store{s} }
 
 // Cancel is store.Store.Cancel for a config.Queue.
-func (s Store) Cancel(ctx context.Context, q config.Queue, id, reason string) (store.Cancelled, error) {
-	return s.Store.Cancel(ctx, Of(q), id, reason)
+func (s Store) Cancel(ctx context.Context, q config.Queue, p store.CancelParams) (store.Cancelled, error) {
+	return s.Store.Cancel(ctx, Of(q), p)
 }
 
 // BulkCancelStep is store.Store.BulkCancelStep for a config.Queue.
-func (s Store) BulkCancelStep(ctx context.Context, q config.Queue, f store.CancelFilter, reason string, cur store.CancelCursor, lim store.CancelLimits) (store.BulkStep, error) {
-	return s.Store.BulkCancelStep(ctx, Of(q), f, reason, cur, lim)
-}
-
-// CancelStep is store.Store.CancelStep for a config.Queue.
-func (s Store) CancelStep(ctx context.Context, q config.Queue, f store.CancelFilter, reason string, cur store.CancelCursor) (int, store.CancelCursor, []store.Abort, error) {
-	return s.Store.CancelStep(ctx, Of(q), f, reason, cur)
+func (s Store) BulkCancelStep(ctx context.Context, q config.Queue, p store.BulkCancelParams) (store.BulkStep, error) {
+	return s.Store.BulkCancelStep(ctx, Of(q), p)
 }
 
 // CancelBulk is store.Store.CancelBulk for a config.Queue.
-func (s Store) CancelBulk(ctx context.Context, q config.Queue, f store.CancelFilter, reason string, until time.Time, onAbort func([]store.Abort)) (cancelled int, done bool, err error) {
-	return s.Store.CancelBulk(ctx, Of(q), f, reason, until, onAbort)
+func (s Store) CancelBulk(ctx context.Context, q config.Queue, p store.BulkCancelParams, until time.Time, onAbort func([]store.Abort)) (cancelled int, done bool, err error) {
+	return s.Store.CancelBulk(ctx, Of(q), p, until, onAbort)
 }
 
 // ListDead is store.Store.ListDead for a config.Queue.
-func (s Store) ListDead(ctx context.Context, q config.Queue, limit int, cursor string) ([]*store.Job, string, error) {
-	return s.Store.ListDead(ctx, Of(q), limit, cursor)
+func (s Store) ListDead(ctx context.Context, q config.Queue, p store.ListDeadParams) ([]*store.Job, string, error) {
+	return s.Store.ListDead(ctx, Of(q), p)
 }
 
 // GetKey is store.Store.GetKey for a config.Queue.
@@ -70,18 +65,13 @@ func (s Store) ResumeKey(ctx context.Context, q config.Queue, flowKey string) (s
 }
 
 // ListKeys is store.Store.ListKeys for a config.Queue.
-func (s Store) ListKeys(ctx context.Context, q config.Queue, state store.KeyState, cursor string, limit int) ([]store.Key, string, error) {
-	return s.Store.ListKeys(ctx, Of(q), state, cursor, limit)
+func (s Store) ListKeys(ctx context.Context, q config.Queue, p store.ListKeysParams) ([]store.Key, string, error) {
+	return s.Store.ListKeys(ctx, Of(q), p)
 }
 
 // ListJobs is store.Store.ListJobs for a config.Queue.
-func (s Store) ListJobs(ctx context.Context, q config.Queue, st store.Status, limit int, cursor string) ([]*store.Job, string, error) {
-	return s.Store.ListJobs(ctx, Of(q), st, limit, cursor)
-}
-
-// ListJobsByKey is store.Store.ListJobsByKey for a config.Queue.
-func (s Store) ListJobsByKey(ctx context.Context, q config.Queue, st store.Status, flowKey string, limit int, cursor string) ([]*store.Job, string, error) {
-	return s.Store.ListJobsByKey(ctx, Of(q), st, flowKey, limit, cursor)
+func (s Store) ListJobs(ctx context.Context, q config.Queue, p store.ListJobsParams) ([]*store.Job, string, error) {
+	return s.Store.ListJobs(ctx, Of(q), p)
 }
 
 // Settle is store.Store.Settle for a config.Queue.
@@ -170,8 +160,8 @@ func (s Store) FireSchedules(ctx context.Context, q config.Queue, fires []store.
 }
 
 // Stats is store.Store.Stats for a config.Queue.
-func (s Store) Stats(ctx context.Context, q config.Queue, since, until time.Time) (store.Stats, error) {
-	return s.Store.Stats(ctx, Of(q), since, until)
+func (s Store) Stats(ctx context.Context, q config.Queue, p store.StatsParams) (store.Stats, error) {
+	return s.Store.Stats(ctx, Of(q), p)
 }
 
 // Publish is store.Store.Publish for a config.Queue.

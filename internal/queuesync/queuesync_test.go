@@ -58,7 +58,7 @@ func setup(t *testing.T) (*store.Store, *redis.Client, *applied, *queuesync.Sync
 
 func put(t *testing.T, st *store.Store, name string) int64 {
 	t.Helper()
-	_, rev, err := st.PutQueueDef(context.Background(), name, -1, []byte(`{"webhookUrl":"https://example.com/h"}`), store.DefLimits{})
+	_, rev, err := st.PutQueueDef(context.Background(), store.QueueDefParams{Name: name, WantRev: -1, Spec: []byte(`{"webhookUrl":"https://example.com/h"}`), Limits: store.DefLimits{}})
 	require.NoError(t, err)
 	return rev
 }
@@ -89,7 +89,7 @@ func TestApplyGetsOnlyWhatChanged(t *testing.T) {
 	require.NoError(t, s.Refresh(ctx, "b"))
 	require.Equal(t, map[string]int64{"b": revs["b"]}, a.last(t, 5).changed)
 
-	_, _, err := st.DropQueue(ctx, "a", false)
+	_, _, err := st.DropQueue(ctx, store.DropQueueParams{Name: "a", Purge: false})
 	require.NoError(t, err)
 	require.NoError(t, s.Refresh(ctx, "a"))
 	c := a.last(t, 6)

@@ -42,10 +42,19 @@ func CancelError(reason string) string {
 	return "cancelled: " + reason
 }
 
+// CancelParams name the job a cancel takes and the reason it records.
+type CancelParams struct {
+	// ID is the job's id.
+	ID string
+	// Reason, when set, is written into lastError (CancelError).
+	Reason string
+}
+
 // Cancel makes one job dead / cancelled in one script call. It returns
 // ErrNotFound for an unknown (or purged) job and ErrConflict for one that
 // is already completed or dead.
-func (s *Store) Cancel(ctx context.Context, q QueueParams, id, reason string) (Cancelled, error) {
+func (s *Store) Cancel(ctx context.Context, q QueueParams, p CancelParams) (Cancelled, error) {
+	id, reason := p.ID, p.Reason
 	res, err := s.run(ctx, lua.Cancel, q, append(s.params(lua.Cancel, q, 3), "one", id, CancelError(reason)))
 	if err != nil {
 		return Cancelled{}, err
@@ -136,10 +145,29 @@ func (s *Store) cancelCursorKey(queue string, statuses []string, before, flowKey
 	return s.opts.Prefix + ":{" + queue + "}:cancelcur:" + hex.EncodeToString(sum[:12])
 }
 
-// BulkCancelStep runs one bulk cancel script call from cur, within lim.
-func (s *Store) BulkCancelStep(ctx context.Context, q QueueParams, f CancelFilter, reason string, cur CancelCursor, lim CancelLimits) (BulkStep, error) {
+// BulkCancelParams are what one bulk cancel step (BulkCancelStep) or a
+// whole bulk cancel (CancelBulk) works with.
+type BulkCancelParams struct {
+	// Filter chooses the jobs.
+	Filter CancelFilter
+	// Reason, when set, is written into each job's lastError (CancelError).
+	Reason string
+	// Cursor is where the step goes on: StartCancel for a first step (the
+	// zero cursor is Done). CancelBulk always starts at StartCancel.
+	Cursor CancelCursor
+	// Limits bound each script call; zero is DefaultCancelLimits.
+	Limits CancelLimits
+}
+
+// BulkCancelStep runs one bulk cancel script call from p.Cursor, within
+// p.Limits. A cursor that is Done does nothing.
+func (s *Store) BulkCancelStep(ctx context.Context, q QueueParams, p BulkCancelParams) (BulkStep, error) {
+	f, reason, cur, lim := p.Filter, p.Reason, p.Cursor, p.Limits
 	if cur.Done() {
 		return BulkStep{}, nil
+	}
+	if lim == (CancelLimits{}) {
+		lim = DefaultCancelLimits
 	}
 	flowKey := ""
 	if f.FlowKey != nil {
@@ -176,35 +204,27 @@ func (s *Store) BulkCancelStep(ctx context.Context, q QueueParams, f CancelFilte
 	return step, nil
 }
 
-// CancelStep runs one bulk cancel script call from cur within
-// DefaultCancelLimits. It returns how many jobs it cancelled, where to go
-// on, and the deliveries under way it cancelled (to abort).
-func (s *Store) CancelStep(ctx context.Context, q QueueParams, f CancelFilter, reason string, cur CancelCursor) (int, CancelCursor, []Abort, error) {
-	step, err := s.BulkCancelStep(ctx, q, f, reason, cur, DefaultCancelLimits)
-	return step.Cancelled, step.Next, step.Aborts, err
-}
-
 // CancelBulk cancels every job of q that f matches, one bounded script call
 // after another, until the scan is done or until has passed. onAbort (may be
 // nil) is told after each call about the deliveries under way it cancelled.
 // done is false when until came first: more may match, and the same call
 // goes on.
-func (s *Store) CancelBulk(ctx context.Context, q QueueParams, f CancelFilter, reason string, until time.Time,
+func (s *Store) CancelBulk(ctx context.Context, q QueueParams, p BulkCancelParams, until time.Time,
 	onAbort func([]Abort)) (cancelled int, done bool, err error) {
-	cur := StartCancel
-	for !cur.Done() {
+	p.Cursor = StartCancel
+	for !p.Cursor.Done() {
 		if time.Now().After(until) {
 			return cancelled, false, nil
 		}
-		n, next, aborts, err := s.CancelStep(ctx, q, f, reason, cur)
+		step, err := s.BulkCancelStep(ctx, q, p)
 		if err != nil {
 			return cancelled, false, err
 		}
-		cancelled += n
-		if len(aborts) > 0 && onAbort != nil {
-			onAbort(aborts)
+		cancelled += step.Cancelled
+		if len(step.Aborts) > 0 && onAbort != nil {
+			onAbort(step.Aborts)
 		}
-		cur = next
+		p.Cursor = step.Next
 	}
 	return cancelled, true, nil
 }

@@ -50,15 +50,15 @@ func TestCancelWaiting(t *testing.T) {
 			require.NoError(t, err)
 		}
 
-		got, err := s.Cancel(ctx, q, pending, "")
+		got, err := s.Cancel(ctx, q, store.CancelParams{ID: pending, Reason: ""})
 		require.NoError(t, err)
 		require.Equal(t, store.Cancelled{Was: store.StatusPending}, got)
 		requireCancelled(t, s, q, pending, "cancelled")
-		got, err = s.Cancel(ctx, q, delayed, "not needed")
+		got, err = s.Cancel(ctx, q, store.CancelParams{ID: delayed, Reason: "not needed"})
 		require.NoError(t, err)
 		require.Equal(t, store.StatusPending, got.Was)
 		requireCancelled(t, s, q, delayed, "cancelled: not needed")
-		got, err = s.Cancel(ctx, q, retry, "x")
+		got, err = s.Cancel(ctx, q, store.CancelParams{ID: retry, Reason: "x"})
 		require.NoError(t, err)
 		require.Equal(t, store.StatusProcessing, got.Was)
 		requireCancelled(t, s, q, retry, "cancelled: x")
@@ -71,9 +71,9 @@ func TestCancelWaiting(t *testing.T) {
 		require.Equal(t, store.Counts{Dead: 3}, st.Counts)
 
 		// Twice: 409. Unknown: 404.
-		_, err = s.Cancel(ctx, q, pending, "")
+		_, err = s.Cancel(ctx, q, store.CancelParams{ID: pending, Reason: ""})
 		require.ErrorIs(t, err, store.ErrConflict)
-		_, err = s.Cancel(ctx, q, s.NewID(q.Name), "")
+		_, err = s.Cancel(ctx, q, store.CancelParams{ID: s.NewID(q.Name), Reason: ""})
 		require.ErrorIs(t, err, store.ErrNotFound)
 		c, err = s.Claim(ctx, q, 10)
 		require.NoError(t, err)
@@ -91,7 +91,7 @@ func TestCancelWaiting(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, store.Completed, r[0].Word)
 		}
-		_, err = s.Cancel(ctx, q, pending, "")
+		_, err = s.Cancel(ctx, q, store.CancelParams{ID: pending, Reason: ""})
 		require.ErrorIs(t, err, store.ErrConflict, "completed: 409")
 	})
 }
@@ -112,7 +112,7 @@ func TestCancelInFlightKeepsTheSlotUntilSettled(t *testing.T) {
 		require.Len(t, c.Jobs, 1)
 		require.Equal(t, a, c.Jobs[0].ID)
 
-		got, err := s.Cancel(ctx, q, a, "stop")
+		got, err := s.Cancel(ctx, q, store.CancelParams{ID: a, Reason: "stop"})
 		require.NoError(t, err)
 		require.Equal(t, store.StatusProcessing, got.Was)
 		require.Equal(t, c.Jobs[0].Token, got.Token)
@@ -133,7 +133,7 @@ func TestCancelInFlightKeepsTheSlotUntilSettled(t *testing.T) {
 		require.Equal(t, next, c2.Jobs[0].ID)
 
 		// Its daemon gone: the slot frees when the lease ends.
-		_, err = s.Cancel(ctx, q, next, "")
+		_, err = s.Cancel(ctx, q, store.CancelParams{ID: next, Reason: ""})
 		require.NoError(t, err)
 		b.advance(q.Timeout + 100*time.Millisecond)
 		third := publish(t, s, q, `{"c":3}`)
@@ -160,7 +160,7 @@ func TestCancelAwaitingAckFreesTheSlotAndRefusesCallbacks(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, store.Awaiting, r[0].Word)
 
-		got, err := s.Cancel(ctx, q, id, "")
+		got, err := s.Cancel(ctx, q, store.CancelParams{ID: id, Reason: ""})
 		require.NoError(t, err)
 		require.Equal(t, store.Cancelled{Was: store.StatusAwaitingAck}, got)
 		_, err = s.Callback(ctx, q, store.Callback{JobID: id, Kind: store.CallbackAck})
@@ -200,7 +200,7 @@ func TestCancelProbeHandsItOn(t *testing.T) {
 		require.True(t, probe.Probe)
 		require.Equal(t, first, probe.ID)
 
-		_, err = s.Cancel(ctx, q, first, "")
+		_, err = s.Cancel(ctx, q, store.CancelParams{ID: first, Reason: ""})
 		require.NoError(t, err)
 		st, err := s.QueueStatus(ctx, q)
 		require.NoError(t, err)
@@ -243,12 +243,12 @@ func TestCancelBulkFilters(t *testing.T) {
 		until := time.Now().Add(time.Minute)
 
 		key := "tenant"
-		n, done, err := s.CancelBulk(ctx, q, store.CancelFilter{FlowKey: &key}, "", until, nil)
+		n, done, err := s.CancelBulk(ctx, q, store.BulkCancelParams{Filter: store.CancelFilter{FlowKey: &key}, Reason: ""}, until, nil)
 		require.NoError(t, err)
 		require.True(t, done)
 		require.Zero(t, n, "no job has that flow key: the filter matches nothing")
 
-		n, done, err = s.CancelBulk(ctx, q, store.CancelFilter{Statuses: []store.Status{store.StatusPending}, CreatedBefore: cut}, "old", until, nil)
+		n, done, err = s.CancelBulk(ctx, q, store.BulkCancelParams{Filter: store.CancelFilter{Statuses: []store.Status{store.StatusPending}, CreatedBefore: cut}, Reason: "old"}, until, nil)
 		require.NoError(t, err)
 		require.True(t, done)
 		require.Equal(t, 3, n, "the old pending ones, not those in flight or young")
@@ -257,14 +257,15 @@ func TestCancelBulkFilters(t *testing.T) {
 		}
 
 		var aborts []store.Abort
-		n, done, err = s.CancelBulk(ctx, q, store.CancelFilter{Statuses: []store.Status{store.StatusProcessing}}, "", until,
+		n, done, err = s.CancelBulk(ctx, q, store.BulkCancelParams{Filter: store.CancelFilter{Statuses: []store.Status{store.StatusProcessing}}, Reason: ""}, until,
 			func(a []store.Abort) { aborts = append(aborts, a...) })
+
 		require.NoError(t, err)
 		require.True(t, done)
 		require.Equal(t, 2, n)
 		require.ElementsMatch(t, []store.Abort{{ID: c.Jobs[0].ID, Token: c.Jobs[0].Token}, {ID: c.Jobs[1].ID, Token: c.Jobs[1].Token}}, aborts)
 
-		n, done, err = s.CancelBulk(ctx, q, store.CancelFilter{}, "", until, nil)
+		n, done, err = s.CancelBulk(ctx, q, store.BulkCancelParams{Filter: store.CancelFilter{}, Reason: ""}, until, nil)
 		require.NoError(t, err)
 		require.True(t, done)
 		require.Equal(t, 5, n)
@@ -342,7 +343,7 @@ func TestCancelBulkRacesClaims(t *testing.T) {
 			}
 		}()
 	}
-	n, done, err := s.CancelBulk(ctx, q, store.CancelFilter{}, "race", time.Now().Add(time.Minute), nil)
+	n, done, err := s.CancelBulk(ctx, q, store.BulkCancelParams{Filter: store.CancelFilter{}, Reason: "race"}, time.Now().Add(time.Minute), nil)
 	require.NoError(t, err)
 	require.True(t, done)
 	close(stop)
@@ -394,7 +395,7 @@ func runBulk(t *testing.T, s *store.Store, q store.QueueParams, f store.CancelFi
 	between func(next store.CancelCursor)) (cancelled, steps int) {
 	t.Helper()
 	for cur := store.StartCancel; ; {
-		step, err := s.BulkCancelStep(context.Background(), q, f, "", cur, lim)
+		step, err := s.BulkCancelStep(context.Background(), q, store.BulkCancelParams{Filter: f, Reason: "", Cursor: cur, Limits: lim})
 		require.NoError(t, err)
 		require.LessOrEqual(t, step.Looked, lim.Look, "a step looks at no more than its limit")
 		cancelled += step.Cancelled

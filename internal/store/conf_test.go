@@ -99,12 +99,12 @@ func TestSettingsOfAQueueCreatedOverTheAPI(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrUnavailable, "no definition: no settings, nothing written")
 		require.Zero(t, b.rdb.Exists(ctx, state).Val())
 
-		_, _, err = s.PutQueueDef(ctx, name, 0, []byte(`{}`), store.DefLimits{})
+		_, _, err = s.PutQueueDef(ctx, store.QueueDefParams{Name: name, WantRev: 0, Spec: []byte(`{}`), Limits: store.DefLimits{}})
 		require.NoError(t, err)
 		publish(t, s, q, `{"n":2}`)
 		require.NotEmpty(t, b.rdb.HGet(ctx, state, "conf").Val())
 
-		_, _, err = s.DropQueue(ctx, name, true)
+		_, _, err = s.DropQueue(ctx, store.DropQueueParams{Name: name, Purge: true})
 		require.NoError(t, err)
 		require.Zero(t, b.rdb.Exists(ctx, state).Val(), "the deletion removed the state hash")
 		_, err = s.Claim(ctx, q, 10)

@@ -77,6 +77,15 @@ func decodeDeadCursor(queue, s string) (deadCursor, error) {
 	return deadCursor{score: score, member: member}, nil
 }
 
+// ListDeadParams choose one page of ListDead.
+type ListDeadParams struct {
+	// Limit is the page size: <= 0 is DefaultDeadPage, above MaxDeadPage
+	// it is capped.
+	Limit int
+	// Cursor is "" for the first page, else the cursor a page returned.
+	Cursor string
+}
+
 // ListDead returns a page of the queue's dead-letter list, newest death first,
 // and the cursor of the next page ("" when this page is the last).
 //
@@ -95,7 +104,8 @@ func decodeDeadCursor(queue, s string) (deadCursor, error) {
 // one pipeline of HSTRLENs (the records' and histories' sizes, so that only
 // what fits the byte bound is read) and one pipelined pair of HMGETs for the
 // records and histories.
-func (s *Store) ListDead(ctx context.Context, q QueueParams, limit int, cursor string) ([]*Job, string, error) {
+func (s *Store) ListDead(ctx context.Context, q QueueParams, p ListDeadParams) ([]*Job, string, error) {
+	limit, cursor := p.Limit, p.Cursor
 	if limit <= 0 {
 		limit = DefaultDeadPage
 	}

@@ -80,7 +80,7 @@ func pageAll(t *testing.T, s *store.Store, q store.QueueParams, limit int) []str
 	cursor := ""
 	for pages := 0; ; pages++ {
 		require.Less(t, pages, 10000, "paging does not end")
-		jobs, next, err := s.ListDead(context.Background(), q, limit, cursor)
+		jobs, next, err := s.ListDead(context.Background(), q, store.ListDeadParams{Limit: limit, Cursor: cursor})
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(jobs), limit)
 		for _, j := range jobs {
@@ -105,7 +105,7 @@ func jobIDs(jobs []*store.Job) []string {
 func TestListDeadEmpty(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, b backend, s *store.Store) {
-		jobs, next, err := s.ListDead(context.Background(), deadQueue("q"), 10, "")
+		jobs, next, err := s.ListDead(context.Background(), deadQueue("q"), store.ListDeadParams{Limit: 10, Cursor: ""})
 		require.NoError(t, err)
 		require.NotNil(t, jobs)
 		require.Empty(t, jobs)
@@ -140,7 +140,7 @@ func TestListDeadPagesThroughTies(t *testing.T) {
 		}
 
 		// The records are the full Job view.
-		jobs, next, err := s.ListDead(ctx, q, 1, "")
+		jobs, next, err := s.ListDead(ctx, q, store.ListDeadParams{Limit: 1, Cursor: ""})
 		require.NoError(t, err)
 		require.NotEmpty(t, next)
 		require.Len(t, jobs, 1)
@@ -169,7 +169,7 @@ func TestListDeadStableWhileJobsDieAndReplay(t *testing.T) {
 		b.advance(3 * time.Millisecond)
 		want := deadOrder(t, b.rdb, s, q)
 
-		first, next, err := s.ListDead(ctx, q, 3, "")
+		first, next, err := s.ListDead(ctx, q, store.ListDeadParams{Limit: 3, Cursor: ""})
 		require.NoError(t, err)
 		require.Equal(t, want[:3], jobIDs(first))
 
@@ -185,7 +185,7 @@ func TestListDeadStableWhileJobsDieAndReplay(t *testing.T) {
 		var rest []string
 		for next != "" {
 			var page []*store.Job
-			page, next, err = s.ListDead(ctx, q, 3, next)
+			page, next, err = s.ListDead(ctx, q, store.ListDeadParams{Limit: 3, Cursor: next})
 			require.NoError(t, err)
 			rest = append(rest, jobIDs(page)...)
 		}
@@ -214,13 +214,13 @@ func TestListDeadTieAtCursorMillisecond(t *testing.T) {
 		q := deadQueue("q")
 		killBatch(t, s, q, 6) // no advance: everything dies in one millisecond
 		want := deadOrder(t, b.rdb, s, q)
-		page, next, err := s.ListDead(ctx, q, 2, "")
+		page, next, err := s.ListDead(ctx, q, store.ListDeadParams{Limit: 2, Cursor: ""})
 		require.NoError(t, err)
 		require.Equal(t, want[:2], jobIDs(page))
 		late := killBatch(t, s, q, 2)
 		var rest []string
 		for next != "" {
-			page, next, err = s.ListDead(ctx, q, 2, next)
+			page, next, err = s.ListDead(ctx, q, store.ListDeadParams{Limit: 2, Cursor: next})
 			require.NoError(t, err)
 			rest = append(rest, jobIDs(page)...)
 		}
@@ -236,11 +236,11 @@ func TestListDeadLimits(t *testing.T) {
 		ctx := context.Background()
 		q := deadQueue("q")
 		killBatch(t, s, q, store.DefaultDeadPage+1)
-		jobs, next, err := s.ListDead(ctx, q, 0, "")
+		jobs, next, err := s.ListDead(ctx, q, store.ListDeadParams{Limit: 0, Cursor: ""})
 		require.NoError(t, err)
 		require.Len(t, jobs, store.DefaultDeadPage, "limit 0 means the default page")
 		require.NotEmpty(t, next)
-		jobs, next, err = s.ListDead(ctx, q, store.MaxDeadPage+5000, "")
+		jobs, next, err = s.ListDead(ctx, q, store.ListDeadParams{Limit: store.MaxDeadPage + 5000, Cursor: ""})
 		require.NoError(t, err)
 		require.Len(t, jobs, store.DefaultDeadPage+1)
 		require.Empty(t, next)
@@ -270,7 +270,7 @@ func TestListDeadBoundedInBytes(t *testing.T) {
 		require.Len(t, want, 7)
 
 		// The newest death, bigger than the bound alone: a page of one.
-		jobs, next, err := s.ListDead(ctx, q, store.MaxDeadPage, "")
+		jobs, next, err := s.ListDead(ctx, q, store.ListDeadParams{Limit: store.MaxDeadPage, Cursor: ""})
 		require.NoError(t, err)
 		require.Equal(t, huge, jobIDs(jobs))
 		require.NotEmpty(t, next, "more follow")
@@ -279,7 +279,7 @@ func TestListDeadBoundedInBytes(t *testing.T) {
 		got = append(got, jobIDs(jobs)...)
 		for pages := 1; next != ""; pages++ {
 			require.Less(t, pages, 20, "paging does not end")
-			jobs, next, err = s.ListDead(ctx, q, store.MaxDeadPage, next)
+			jobs, next, err = s.ListDead(ctx, q, store.ListDeadParams{Limit: store.MaxDeadPage, Cursor: next})
 			require.NoError(t, err)
 			require.NotEmpty(t, jobs)
 			bytes := 0
@@ -303,10 +303,10 @@ func TestListDeadBadCursor(t *testing.T) {
 		ctx := context.Background()
 		q := deadQueue("q")
 		killBatch(t, s, q, 2)
-		_, good, err := s.ListDead(ctx, q, 1, "")
+		_, good, err := s.ListDead(ctx, q, store.ListDeadParams{Limit: 1, Cursor: ""})
 		require.NoError(t, err)
 		require.NotEmpty(t, good)
-		_, _, err = s.ListDead(ctx, q, 1, good)
+		_, _, err = s.ListDead(ctx, q, store.ListDeadParams{Limit: 1, Cursor: good})
 		require.NoError(t, err)
 
 		enc := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
@@ -321,7 +321,7 @@ func TestListDeadBadCursor(t *testing.T) {
 			enc("99999999999999999999." + g.New("q")),
 			enc("12." + g.New("other")), // issued for another queue
 		} {
-			_, _, err := s.ListDead(ctx, q, 1, c)
+			_, _, err := s.ListDead(ctx, q, store.ListDeadParams{Limit: 1, Cursor: c})
 			var ce *store.InvalidCursorError
 			require.True(t, errors.As(err, &ce), "cursor %q: %v", c, err)
 			require.False(t, errors.Is(err, store.ErrUnavailable))
@@ -329,9 +329,9 @@ func TestListDeadBadCursor(t *testing.T) {
 		// The cursor of another queue is refused even though it is well formed.
 		other := deadQueue("other")
 		killBatch(t, s, other, 2)
-		_, otherNext, err := s.ListDead(ctx, other, 1, "")
+		_, otherNext, err := s.ListDead(ctx, other, store.ListDeadParams{Limit: 1, Cursor: ""})
 		require.NoError(t, err)
-		_, _, err = s.ListDead(ctx, q, 1, otherNext)
+		_, _, err = s.ListDead(ctx, q, store.ListDeadParams{Limit: 1, Cursor: otherNext})
 		var ce *store.InvalidCursorError
 		require.ErrorAs(t, err, &ce)
 	})

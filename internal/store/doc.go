@@ -13,6 +13,14 @@
 // decoder (reply.go): a reply of a shape the decoder does not expect is an
 // ErrUnexpectedReply, never a silent zero.
 //
+// A call takes the queue, then what that one call is about: a single
+// value when there is one (an id, a flow key, a job list), or the
+// operation's own Params struct when there are several (CancelParams,
+// BulkCancelParams, ClaimParams, ListJobsParams, ListKeysParams,
+// ListDeadParams, StatsParams, QueueDefParams, DropQueueParams): named
+// fields where positions of the same type could be swapped unnoticed, and
+// a new option is a field with a zero value, not a change of every caller.
+//
 // What lives where, and why:
 //   - A queue's jobs, its hold, its counters and its lanes live in the
 //     queue's own keys (Keys: 11 of lib.lua, 6 of flow keys' lanes), so one

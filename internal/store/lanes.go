@@ -108,11 +108,22 @@ func (s *Store) keyOp(ctx context.Context, q QueueParams, op, flowKey string, ex
 	return Key{}, a.err()
 }
 
-// ListKeys reads one page of a queue's lanes in state, from cursor ("" for
-// the first page); the next cursor is "" after the last page. A page may
-// hold fewer than limit lanes while more follow (lanes held or emptied
-// meanwhile are skipped).
-func (s *Store) ListKeys(ctx context.Context, q QueueParams, state KeyState, cursor string, limit int) ([]Key, string, error) {
+// ListKeysParams choose one page of ListKeys.
+type ListKeysParams struct {
+	// State is the lanes' state listed.
+	State KeyState
+	// Cursor is "" for the first page, else the cursor a page returned.
+	Cursor string
+	// Limit is the page size: <= 0 or above MaxKeysPage is MaxKeysPage.
+	Limit int
+}
+
+// ListKeys reads one page of a queue's lanes in p.State, from p.Cursor;
+// the next cursor is "" after the last page. A page may hold fewer than
+// p.Limit lanes while more follow (lanes held or emptied meanwhile are
+// skipped).
+func (s *Store) ListKeys(ctx context.Context, q QueueParams, p ListKeysParams) ([]Key, string, error) {
+	state, cursor, limit := p.State, p.Cursor, p.Limit
 	if limit <= 0 || limit > MaxKeysPage {
 		limit = MaxKeysPage
 	}

@@ -290,7 +290,7 @@ func TestLanesPriorityDelayCancel(t *testing.T) {
 			{Payload: json.RawMessage(`{"n":4}`), FlowKey: "A"},
 		})
 		require.NoError(t, err)
-		_, err = s.Cancel(ctx, q, res[3].ID, "")
+		_, err = s.Cancel(ctx, q, store.CancelParams{ID: res[3].ID, Reason: ""})
 		require.NoError(t, err)
 		c, err := s.Claim(ctx, q, 1)
 		require.NoError(t, err)
@@ -384,17 +384,17 @@ func TestLanesOverridesAndLists(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, c.Jobs, 1)
 		settleAll(t, s, q, c.Jobs, store.OutcomeDefer, 429, time.Hour)
-		held, next, err := s.ListKeys(ctx, q, store.KeyHeld, "", 10)
+		held, next, err := s.ListKeys(ctx, q, store.ListKeysParams{State: store.KeyHeld, Cursor: "", Limit: 10})
 		require.NoError(t, err)
 		require.Empty(t, next)
 		require.Len(t, held, 1)
 		require.Equal(t, "heavy", held[0].FlowKey)
 		require.Equal(t, store.HoldHeld, held[0].Hold.State)
-		active, _, err := s.ListKeys(ctx, q, store.KeyActive, "", 10)
+		active, _, err := s.ListKeys(ctx, q, store.ListKeysParams{State: store.KeyActive, Cursor: "", Limit: 10})
 		require.NoError(t, err)
 		require.Len(t, active, 1)
 		require.Equal(t, "light", active[0].FlowKey)
-		all, _, err := s.ListKeys(ctx, q, store.KeyAll, "", 10)
+		all, _, err := s.ListKeys(ctx, q, store.ListKeysParams{State: store.KeyAll, Cursor: "", Limit: 10})
 		require.NoError(t, err)
 		require.Len(t, all, 2)
 
@@ -402,7 +402,7 @@ func TestLanesOverridesAndLists(t *testing.T) {
 		k, err = s.ResumeKey(ctx, q, "heavy")
 		require.NoError(t, err)
 		require.Equal(t, store.HoldProbing, k.Hold.State)
-		probing, _, err := s.ListKeys(ctx, q, store.KeyProbing, "", 10)
+		probing, _, err := s.ListKeys(ctx, q, store.ListKeysParams{State: store.KeyProbing, Cursor: "", Limit: 10})
 		require.NoError(t, err)
 		require.Len(t, probing, 1)
 		c, err = s.Claim(ctx, q, 10)
@@ -428,7 +428,7 @@ func TestLanesJobLists(t *testing.T) {
 		plain := publishKeyed(t, s, q, "", 2)
 		a := publishKeyed(t, s, q, "A", 3)
 		bs := publishKeyed(t, s, q, "B", 2)
-		all, next, err := s.ListJobs(ctx, q, store.StatusPending, 100, "")
+		all, next, err := s.ListJobs(ctx, q, store.ListJobsParams{Status: store.StatusPending, Limit: 100, Cursor: ""})
 		require.NoError(t, err)
 		require.Empty(t, next)
 		require.Len(t, all, 7)
@@ -437,7 +437,7 @@ func TestLanesJobLists(t *testing.T) {
 		var got []string
 		cursor := ""
 		for i := 0; i < 5; i++ {
-			page, nx, err := s.ListJobsByKey(ctx, q, store.StatusPending, "A", 2, cursor)
+			page, nx, err := s.ListJobs(ctx, q, store.ListJobsParams{Status: store.StatusPending, FlowKey: "A", Limit: 2, Cursor: cursor})
 			require.NoError(t, err)
 			for _, j := range page {
 				got = append(got, j.ID)
@@ -449,14 +449,14 @@ func TestLanesJobLists(t *testing.T) {
 			cursor = nx
 		}
 		require.Equal(t, a, got, "lane A's jobs in its delivery order, over pages")
-		_, _, err = s.ListJobsByKey(ctx, q, store.StatusPending, "B", 2, cursor)
+		_, _, err = s.ListJobs(ctx, q, store.ListJobsParams{Status: store.StatusPending, FlowKey: "B", Limit: 2, Cursor: cursor})
 		require.Error(t, err, "a cursor of lane A is not lane B's")
 
 		// In flight and dead jobs of one lane.
 		c, err := s.Claim(ctx, q, 10)
 		require.NoError(t, err)
 		require.Len(t, c.Jobs, 7)
-		inflight, _, err := s.ListJobsByKey(ctx, q, store.StatusProcessing, "B", 10, "")
+		inflight, _, err := s.ListJobs(ctx, q, store.ListJobsParams{Status: store.StatusProcessing, FlowKey: "B", Limit: 10, Cursor: ""})
 		require.NoError(t, err)
 		require.Len(t, inflight, 2)
 		for _, j := range c.Jobs {
@@ -465,7 +465,7 @@ func TestLanesJobLists(t *testing.T) {
 				require.NoError(t, err)
 			}
 		}
-		retrying, _, err := s.ListJobsByKey(ctx, q, store.StatusProcessing, "B", 10, "")
+		retrying, _, err := s.ListJobs(ctx, q, store.ListJobsParams{Status: store.StatusProcessing, FlowKey: "B", Limit: 10, Cursor: ""})
 		require.NoError(t, err)
 		require.ElementsMatch(t, bs, []string{retrying[0].ID, retrying[1].ID}, "retries wait in the lane")
 	})
@@ -486,7 +486,7 @@ func TestLanesBulkCancel(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, c.Jobs, 3)
 		a := "A"
-		n, done, err := s.CancelBulk(ctx, q, store.CancelFilter{FlowKey: &a}, "", time.Now().Add(10*time.Second), nil)
+		n, done, err := s.CancelBulk(ctx, q, store.BulkCancelParams{Filter: store.CancelFilter{FlowKey: &a}, Reason: ""}, time.Now().Add(10*time.Second), nil)
 		require.NoError(t, err)
 		require.True(t, done)
 		require.Equal(t, 40, n, "A's 39 waiting jobs and its one in flight")
@@ -500,7 +500,7 @@ func TestLanesBulkCancel(t *testing.T) {
 		require.Equal(t, map[string]int{"": 2, "B": 4}, lanesOf(c2.Jobs))
 
 		pub := publishKeyed(t, s, q, "B", 3)
-		n, done, err = s.CancelBulk(ctx, q, store.CancelFilter{Statuses: []store.Status{store.StatusPending}}, "", time.Now().Add(10*time.Second), nil)
+		n, done, err = s.CancelBulk(ctx, q, store.BulkCancelParams{Filter: store.CancelFilter{Statuses: []store.Status{store.StatusPending}}, Reason: ""}, time.Now().Add(10*time.Second), nil)
 		require.NoError(t, err)
 		require.True(t, done)
 		require.Equal(t, 3, n, "the keyed pending jobs are found too")

@@ -23,7 +23,20 @@ const (
 	jobsScanExtra = 1000
 )
 
-// ListJobs returns one page of queue q's jobs in status st, in the order of
+// ListJobsParams choose one page of ListJobs.
+type ListJobsParams struct {
+	// Status is the status listed.
+	Status Status
+	// FlowKey, when set, lists one lane's jobs only (keys.md).
+	FlowKey string
+	// Limit is the page size: <= 0 is DefaultJobsPage, above MaxJobsPage
+	// it is capped.
+	Limit int
+	// Cursor is "" for the first page, else the cursor a page returned.
+	Cursor string
+}
+
+// ListJobs returns one page of queue q's jobs in status p.Status, in the order of
 // lists.lua's header (waiting jobs in delivery order, in-flight ones by
 // lease deadline, completed and dead newest first), and the cursor of the
 // next page ("" after the last). limit <= 0 means DefaultJobsPage, above
@@ -36,16 +49,13 @@ const (
 // (a pending list walks past retries) are skipped within a bounded scan,
 // and a page ends early at MaxJobsPageBytes. Jobs that move while a client
 // pages may be missed or seen twice, as with any cursor over live data.
-func (s *Store) ListJobs(ctx context.Context, q QueueParams, st Status, limit int, cursor string) ([]*Job, string, error) {
-	return s.ListJobsByKey(ctx, q, st, "", limit, cursor)
-}
-
-// ListJobsByKey is ListJobs of one lane (flow key; "" for every lane):
-// its pending jobs and retries are read from the lane's range of the
-// keyed waiting set, O(log n + limit) per page; for the other statuses
-// each job's flow key is compared within the same bounded scan, so a page
-// of a rare key may hold few jobs while its cursor goes on.
-func (s *Store) ListJobsByKey(ctx context.Context, q QueueParams, st Status, flowKey string, limit int, cursor string) ([]*Job, string, error) {
+//
+// With p.FlowKey, a lane's pending jobs and retries are read from the
+// lane's range of the keyed waiting set, O(log n + limit) per page; for the
+// other statuses each job's flow key is compared within the same bounded
+// scan, so a page of a rare key may hold few jobs while its cursor goes on.
+func (s *Store) ListJobs(ctx context.Context, q QueueParams, p ListJobsParams) ([]*Job, string, error) {
+	st, flowKey, limit, cursor := p.Status, p.FlowKey, p.Limit, p.Cursor
 	if limit <= 0 {
 		limit = DefaultJobsPage
 	}

@@ -24,7 +24,7 @@ func listAll(t *testing.T, s *store.Store, q store.QueueParams, st store.Status,
 	var ids []string
 	cursor := ""
 	for pages := 0; pages < 100; pages++ {
-		jobs, next, err := s.ListJobs(context.Background(), q, st, limit, cursor)
+		jobs, next, err := s.ListJobs(context.Background(), q, store.ListJobsParams{Status: st, Limit: limit, Cursor: cursor})
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(jobs), limit)
 		for _, j := range jobs {
@@ -85,7 +85,7 @@ func TestListJobsByStatus(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []string{bID, a}, listAll(t, s, q2, store.StatusProcessing, 1))
 		require.Empty(t, listAll(t, s, q2, store.StatusPending, 10))
-		jobs, _, err := s.ListJobs(ctx, q2, store.StatusProcessing, 10, "")
+		jobs, _, err := s.ListJobs(ctx, q2, store.ListJobsParams{Status: store.StatusProcessing, Limit: 10, Cursor: ""})
 		require.NoError(t, err)
 		require.Equal(t, 1, jobs[1].Attempts)
 		require.Len(t, jobs[1].History, 1)
@@ -103,7 +103,7 @@ func TestListJobsCursorSurvivesMoves(t *testing.T) {
 		for i := 0; i < 6; i++ {
 			ids = append(ids, publish(t, s, q, `{}`)) // many share a millisecond: the tie-break is the id
 		}
-		page, next, err := s.ListJobs(ctx, q, store.StatusPending, 2, "")
+		page, next, err := s.ListJobs(ctx, q, store.ListJobsParams{Status: store.StatusPending, Limit: 2, Cursor: ""})
 		require.NoError(t, err)
 		require.Len(t, page, 2)
 		require.NotEmpty(t, next)
@@ -112,7 +112,7 @@ func TestListJobsCursorSurvivesMoves(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, page[0].ID, c.Jobs[0].ID)
 		require.Equal(t, page[1].ID, c.Jobs[1].ID)
-		rest, next, err := s.ListJobs(ctx, q, store.StatusPending, 10, next)
+		rest, next, err := s.ListJobs(ctx, q, store.ListJobsParams{Status: store.StatusPending, Limit: 10, Cursor: next})
 		require.NoError(t, err)
 		require.Empty(t, next)
 		got := []string{}
@@ -134,16 +134,16 @@ func TestListJobsBadCursor(t *testing.T) {
 		publish(t, s, q, `{}`)
 		publish(t, s, other, `{}`)
 		publish(t, s, other, `{}`)
-		_, next, err := s.ListJobs(ctx, other, store.StatusPending, 1, "")
+		_, next, err := s.ListJobs(ctx, other, store.ListJobsParams{Status: store.StatusPending, Limit: 1, Cursor: ""})
 		require.NoError(t, err)
-		_, mine, err := s.ListJobs(ctx, q, store.StatusPending, 1, "")
+		_, mine, err := s.ListJobs(ctx, q, store.ListJobsParams{Status: store.StatusPending, Limit: 1, Cursor: ""})
 		require.NoError(t, err)
 		for name, c := range map[string]string{"garbage": "%%%", "not base64 of a cursor": "aGVsbG8", "other queue": next} {
-			_, _, err := s.ListJobs(ctx, q, store.StatusPending, 1, c)
+			_, _, err := s.ListJobs(ctx, q, store.ListJobsParams{Status: store.StatusPending, Limit: 1, Cursor: c})
 			var ce *store.InvalidCursorError
 			require.True(t, errors.As(err, &ce), "%s: %v", name, err)
 		}
-		_, _, err = s.ListJobs(ctx, q, store.StatusDead, 1, mine)
+		_, _, err = s.ListJobs(ctx, q, store.ListJobsParams{Status: store.StatusDead, Limit: 1, Cursor: mine})
 		var ce *store.InvalidCursorError
 		require.True(t, errors.As(err, &ce), "a pending cursor for the dead list: %v", err)
 	})
@@ -181,7 +181,7 @@ func TestListJobsPageCostIsBounded(t *testing.T) {
 	page := func(q store.QueueParams, cursor string) (int64, time.Duration, string) {
 		require.NoError(t, rdb.ConfigResetStat(ctx).Err())
 		began := time.Now()
-		jobs, next, err := s.ListJobs(ctx, q, store.StatusPending, 100, cursor)
+		jobs, next, err := s.ListJobs(ctx, q, store.ListJobsParams{Status: store.StatusPending, Limit: 100, Cursor: cursor})
 		took := time.Since(began)
 		require.NoError(t, err)
 		require.Len(t, jobs, 100)
@@ -190,7 +190,7 @@ func TestListJobsPageCostIsBounded(t *testing.T) {
 	deep := func(q store.QueueParams, pages int) string {
 		cursor := ""
 		for i := 0; i < pages; i++ {
-			_, next, err := s.ListJobs(ctx, q, store.StatusPending, 1000, cursor)
+			_, next, err := s.ListJobs(ctx, q, store.ListJobsParams{Status: store.StatusPending, Limit: 1000, Cursor: cursor})
 			require.NoError(t, err)
 			cursor = next
 		}

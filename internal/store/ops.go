@@ -169,12 +169,22 @@ func (s *Store) NewCall() string { return s.token() }
 // Claim takes up to max due jobs for delivery, enforcing hold, probe,
 // concurrency and rate limit fleet-wide.
 func (s *Store) Claim(ctx context.Context, q QueueParams, max int) (ClaimResult, error) {
-	return s.ClaimCall(ctx, q, max, s.NewCall())
+	return s.ClaimCall(ctx, q, ClaimParams{Max: max, Call: s.NewCall()})
+}
+
+// ClaimParams are what one claim call takes.
+type ClaimParams struct {
+	// Max is the most jobs it takes.
+	Max int
+	// Call is the call's name from NewCall: a failed call is sent again
+	// under the same name.
+	Call string
 }
 
 // ClaimCall is Claim under a call name from NewCall: the caller sends a
 // failed call again with the same name (see NewCall).
-func (s *Store) ClaimCall(ctx context.Context, q QueueParams, max int, call string) (ClaimResult, error) {
+func (s *Store) ClaimCall(ctx context.Context, q QueueParams, p ClaimParams) (ClaimResult, error) {
+	max, call := p.Max, p.Call
 	args := append(s.params(lua.Claim, q, 2), max, call)
 	res, err := s.runCall(ctx, lua.Claim, q, call, args)
 	if err != nil {

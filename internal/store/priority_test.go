@@ -154,7 +154,7 @@ func TestPriorityListOrderIsDeliveryOrder(t *testing.T) {
 		var listed []string
 		cursor := ""
 		for range 10 {
-			jobs, next, err := s.ListJobs(ctx, q, store.StatusPending, 2, cursor)
+			jobs, next, err := s.ListJobs(ctx, q, store.ListJobsParams{Status: store.StatusPending, Limit: 2, Cursor: cursor})
 			require.NoError(t, err)
 			for _, j := range jobs {
 				listed = append(listed, j.ID)
@@ -178,7 +178,7 @@ func TestPriorityKeptAcrossReplay(t *testing.T) {
 		ctx := context.Background()
 		q := queue("q")
 		high := publishPri(t, s, q, 6, 0)
-		_, err := s.Cancel(ctx, q, high, "")
+		_, err := s.Cancel(ctx, q, store.CancelParams{ID: high, Reason: ""})
 		require.NoError(t, err)
 		low := publishPri(t, s, q, 0, 0)
 		n, err := s.Replay(ctx, q, []string{high})

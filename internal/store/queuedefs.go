@@ -100,12 +100,24 @@ func (s *Store) QueueDefsChannel() string { return s.opts.Prefix + ":queues" }
 // setting (they are not among confScripts), only the queue's name.
 func defQueue(name string) QueueParams { return QueueParams{Name: name} }
 
-// PutQueueDef writes queue's definition (spec, a JSON object, with the
-// limits it sets), lists it in the registry and tells the fleet. wantRev is
-// the revision the caller read and merged into (a PATCH), or -1 to write
-// whatever is stored (a PUT). created reports a new queue; rev is the
-// definition's new revision. ErrDefConflict and ErrDefDeleting refuse it.
-func (s *Store) PutQueueDef(ctx context.Context, name string, wantRev int64, spec []byte, lim DefLimits) (created bool, rev int64, err error) {
+// QueueDefParams are one write of a queue's definition.
+type QueueDefParams struct {
+	// Name is the queue's name.
+	Name string
+	// WantRev is the revision the caller read and merged into (a PATCH),
+	// or -1 to write whatever is stored (a PUT).
+	WantRev int64
+	// Spec is the definition, a JSON object.
+	Spec []byte
+	// Limits are the limits Spec sets.
+	Limits DefLimits
+}
+
+// PutQueueDef writes a queue's definition, lists it in the registry and
+// tells the fleet. created reports a new queue; rev is the definition's
+// new revision. ErrDefConflict and ErrDefDeleting refuse it.
+func (s *Store) PutQueueDef(ctx context.Context, p QueueDefParams) (created bool, rev int64, err error) {
+	name, wantRev, spec, lim := p.Name, p.WantRev, p.Spec, p.Limits
 	want := ""
 	if wantRev >= 0 {
 		want = strconv.FormatInt(wantRev, 10)
@@ -241,7 +253,15 @@ func (s *Store) QueueRegistry(ctx context.Context) (int64, map[string]int64, err
 	return rev, out, nil
 }
 
-// DropQueue deletes a queue created over the API. Without purge, a queue
+// DropQueueParams name the queue DropQueue deletes and how.
+type DropQueueParams struct {
+	// Name is the queue's name.
+	Name string
+	// Purge deletes its jobs too; without it a busy queue is refused.
+	Purge bool
+}
+
+// DropQueue deletes a queue created over the API. Without p.Purge, a queue
 // with jobs waiting, in flight or awaiting ack is refused with a
 // *BusyError and nothing changes. Otherwise the definition is marked
 // deleting, unlisted (every daemon drops the queue), and its jobs are
@@ -250,19 +270,20 @@ func (s *Store) QueueRegistry(ctx context.Context) (int64, map[string]int64, err
 // delete (without purge they stay, and a queue created under the name
 // again delivers them). A delete interrupted part-way (an error) is
 // finished by the same call again.
-func (s *Store) DropQueue(ctx context.Context, name string, purge bool) (removed, kept int64, err error) {
+func (s *Store) DropQueue(ctx context.Context, p DropQueueParams) (removed, kept int64, err error) {
+	name, purge := p.Name, p.Purge
 	q := defQueue(name)
 	keys := s.Keys(name).List(s.metaKey(name), s.statsKey(name))
-	p := "0"
+	purgeArg := "0"
 	if purge {
-		p = "1"
+		purgeArg = "1"
 	}
 	call := func(first bool) (*reply, error) {
 		f := "0"
 		if first {
 			f = "1"
 		}
-		args := append(s.params(lua.QueueDrop, q, 3), p, f, dropBatch)
+		args := append(s.params(lua.QueueDrop, q, 3), purgeArg, f, dropBatch)
 		res, err := s.runKeys(ctx, lua.QueueDrop, q, keys, args)
 		if err != nil {
 			return nil, err

@@ -85,7 +85,7 @@ func TestReplacePending(t *testing.T) {
 			}
 		}
 		// A cancelled one frees its key at once.
-		_, err = s.Cancel(ctx, q, fresh.ID, "")
+		_, err = s.Cancel(ctx, q, store.CancelParams{ID: fresh.ID, Reason: ""})
 		require.NoError(t, err)
 		again = pub(`{"b":4}`, "batch", "", 0)
 		require.False(t, again.Replaced)

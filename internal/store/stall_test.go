@@ -45,13 +45,13 @@ func TestStalledClaimLosesNoLease(t *testing.T) {
 	publishN(t, s, q, 3)
 	call := s.NewCall()
 	err := freeze(func() error {
-		_, err := s.ClaimCall(ctx, q, 3, call)
+		_, err := s.ClaimCall(ctx, q, store.ClaimParams{Max: 3, Call: call})
 		return err
 	})
 	require.ErrorIs(t, err, store.ErrUnavailable, "the reply was lost")
 	var c store.ClaimResult
 	require.Eventually(t, func() bool {
-		c, err = s.ClaimCall(ctx, q, 3, call)
+		c, err = s.ClaimCall(ctx, q, store.ClaimParams{Max: 3, Call: call})
 		return err == nil
 	}, 5*time.Second, 20*time.Millisecond)
 	require.Len(t, c.Jobs, 3, "the jobs Redis leased while the reply was lost")

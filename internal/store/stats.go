@@ -92,10 +92,18 @@ type Stats struct {
 	Holds  []HoldWindow
 }
 
-// Stats reads queue q's statistics between since and until (zero: until is
-// now, since an hour before until), on Redis' clock. Both are clamped to
-// the retention; buckets are whole minutes, since rounded down and until up.
-func (s *Store) Stats(ctx context.Context, q QueueParams, since, until time.Time) (Stats, error) {
+// StatsParams are the window Stats reads.
+type StatsParams struct {
+	// Since and Until bound the window; zero: Until is now, Since an hour
+	// before Until.
+	Since, Until time.Time
+}
+
+// Stats reads queue q's statistics between p.Since and p.Until, on Redis'
+// clock. Both are clamped to the retention; buckets are whole minutes,
+// Since rounded down and Until up.
+func (s *Store) Stats(ctx context.Context, q QueueParams, p StatsParams) (Stats, error) {
+	since, until := p.Since, p.Until
 	arg := func(t time.Time) string {
 		if t.IsZero() {
 			return ""
