@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -416,6 +418,46 @@ func TestFlowKeysLimitsFleetWide(t *testing.T) {
 	for i, l := range lanes {
 		ids = append(ids, fkPublish(t, ds[i%3], "caps", l, 30)...)
 	}
+	// The rate part reads the starts where they are admitted: Redis' own
+	// windows, the queue's (starts: member the job, score the start in ms)
+	// and the lanes' (lstarts: fk \0 start13 \0 id). Every start stays in
+	// them for a window (400 ms), so reading them every 2 ms sees each one,
+	// with Redis' clock: no transit jitter of the webhook's arrival times.
+	rc := rs.Client(t)
+	queueStarts, laneStarts := map[string]int64{}, map[string]map[string]int64{}
+	stopWatch, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(30 * time.Second)
+		for {
+			for _, z := range rc.ZRangeWithScores(t.Context(), "simpleq:{rates}:starts", 0, -1).Val() {
+				queueStarts[z.Member.(string)] = int64(z.Score)
+			}
+			for _, m := range rc.ZRange(t.Context(), "simpleq:{rates}:lstarts", 0, -1).Val() {
+				fk, rest, ok := strings.Cut(m, "\x00")
+				if !ok || len(rest) < 13 {
+					continue
+				}
+				ms, err := strconv.ParseInt(rest[:13], 10, 64)
+				if err != nil {
+					continue
+				}
+				if laneStarts[fk] == nil {
+					laneStarts[fk] = map[string]int64{}
+				}
+				laneStarts[fk][m] = ms
+			}
+			select {
+			case <-stopWatch:
+				return
+			case <-deadline:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 	var rateIDs []string
 	for i, l := range []string{"X", "Y"} {
 		rateIDs = append(rateIDs, fkPublish(t, ds[i], "rates", l, 12)...)
@@ -436,19 +478,21 @@ func TestFlowKeysLimitsFleetWide(t *testing.T) {
 	fkDrained(t, ds[2], "caps")
 
 	// Rates: each window of 400 ms holds at most 4 starts per lane and 6 in
-	// all (starts seen at the webhook: allow 25 ms of transit jitter).
+	// all, on Redis' clock.
 	fkWaitCompleted(t, ds[2], rateIDs, 20*time.Second)
-	window, slack := 400*time.Millisecond, 25*time.Millisecond
-	inWindow := func(ds []fkDelivery) int {
-		starts := make([]time.Time, len(ds))
-		for i, d := range ds {
-			starts[i] = d.Start
+	close(stopWatch)
+	<-watched
+	window := int64(400)
+	inWindow := func(admitted map[string]int64) int {
+		starts := make([]int64, 0, len(admitted))
+		for _, ms := range admitted {
+			starts = append(starts, ms)
 		}
-		sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+		slices.Sort(starts)
 		most := 0
 		for i := range starts {
 			n := 0
-			for j := i; j < len(starts) && starts[j].Sub(starts[i]) < window-slack; j++ {
+			for j := i; j < len(starts) && starts[j]-starts[i] < window; j++ {
 				n++
 			}
 			most = max(most, n)
@@ -457,10 +501,12 @@ func TestFlowKeysLimitsFleetWide(t *testing.T) {
 	}
 	for _, l := range []string{"X", "Y"} {
 		require.Len(t, rateHook.Lane(l), 12)
-		require.LessOrEqual(t, inWindow(rateHook.Lane(l)), 4, "lane %s over flowKeys.rateLimitMax", l)
+		require.Len(t, laneStarts[l], 12, "every start of lane %s was seen in its window", l)
+		require.LessOrEqual(t, inWindow(laneStarts[l]), 4, "lane %s over flowKeys.rateLimitMax", l)
 	}
-	require.LessOrEqual(t, inWindow(rateHook.All()), 6, "the queue's rateLimitMax over all lanes")
-	require.Equal(t, 6, inWindow(rateHook.All()), "the queue's rate is used")
+	require.Len(t, queueStarts, 24, "every start was seen in the queue's window")
+	require.LessOrEqual(t, inWindow(queueStarts), 6, "the queue's rateLimitMax over all lanes")
+	require.Equal(t, 6, inWindow(queueStarts), "the queue's rate is used")
 	fkDrained(t, ds[0], "rates")
 }
 
