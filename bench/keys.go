@@ -191,6 +191,11 @@ func keysRun(ctx context.Context, bin, work string, hook *noopWebhook, o options
 			return err
 		}
 	}
+	if part("scripts") {
+		if err := laneScriptRows(ctx, work, o, payload, add); err != nil {
+			return err
+		}
+	}
 	if part("fair") {
 		flood, light := 100000, 100
 		if o.quick {
@@ -744,5 +749,130 @@ func heldLaneRows(ctx context.Context, d *daemonProc, lh *laneWebhook, lanes, pe
 	add("  held lane: deliveries per second after the first", fmt.Sprintf("%.2f", float64(later)/float64(secs-1)), "≈ 1 (one probe per Retry-After)")
 	add(fmt.Sprintf("  the other %d lanes: deliveries/s without the held lane / beside it", lanes),
 		fmt.Sprintf("%.0f, %.0f /s / %.0f, %.0f /s (×%.2f, ×%.2f)", alones[0], alones[1], besides[0], besides[1], besides[0]/alones[0], besides[1]/alones[1]), "full speed")
+	return nil
+}
+
+// laneScriptRows splits a keyed delivery's Redis cost between its claim and
+// its settle script, and between the commands a script sends and its own
+// Lua: 20,000 waiting jobs with no key, 10, 5,000 and 20,000 lanes are
+// claimed 22 at a time (the daemon's average batch in the delivery runs)
+// and each batch settled at once, through package store on a Redis of its
+// own, reading INFO commandstats around every call.
+func laneScriptRows(ctx context.Context, work string, o options, payload string, add func(name, value, target string)) error {
+	rs, err := startRedis(ctx, work, "rks", false)
+	if err != nil {
+		return err
+	}
+	defer rs.stop()
+	st, err := store.New(rs.client, store.Options{Prefix: "lanescr", LeaseMargin: time.Second})
+	if err != nil {
+		return err
+	}
+	c := config.Default().Defaults
+	c.Concurrency = 100000
+	q := queueparams.Of(config.Queue{Name: "scr", WebhookURL: "http://127.0.0.1:1/", SigningSecret: "s", QueueSettings: c})
+	jobs, per := 20000, 22
+	if o.quick {
+		jobs = 4000
+	}
+	body := json.RawMessage(`{"data":"` + payload + `"}`)
+	// usec is what INFO commandstats counts: the scripts' time (evalsha)
+	// and that of the commands they sent.
+	type usec struct{ script, inner, cmds int64 }
+	read := func() (usec, error) {
+		info, err := rs.client.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return usec{}, err
+		}
+		var u usec
+		for _, line := range strings.Split(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":")
+			if !ok || name == "info" || strings.HasPrefix(name, "config") {
+				continue
+			}
+			var calls, us int64
+			for _, kv := range strings.Split(rest, ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				n, _ := strconv.ParseInt(v, 10, 64)
+				switch k {
+				case "calls":
+					calls = n
+				case "usec":
+					us = n
+				}
+			}
+			if name == "evalsha" || name == "eval" {
+				u.script += us
+			} else {
+				u.inner += us
+				u.cmds += calls
+			}
+		}
+		return u, nil
+	}
+	for _, lanes := range []int{0, 10, 5000, 20000} {
+		if err := rs.client.FlushAll(ctx).Err(); err != nil {
+			return err
+		}
+		for i := 0; i < jobs; i += 1000 {
+			batch := make([]store.NewJob, 0, 1000)
+			for j := i; j < min(i+1000, jobs); j++ {
+				fk := ""
+				if lanes > 0 {
+					fk = "tenant-" + strconv.Itoa(j%lanes)
+				}
+				batch = append(batch, store.NewJob{Payload: body, FlowKey: fk})
+			}
+			if _, err := st.Publish(ctx, q, batch); err != nil {
+				return err
+			}
+		}
+		var claim, settle usec
+		sub := func(acc *usec, a, b usec) {
+			acc.script += b.script - a.script
+			acc.inner += b.inner - a.inner
+			acc.cmds += b.cmds - a.cmds
+		}
+		for n, deadline := 0, time.Now().Add(2*time.Minute); n < jobs; {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("script split: %d lanes did not drain in 2 minutes", lanes)
+			}
+			u0, err := read()
+			if err != nil {
+				return err
+			}
+			cl, err := st.Claim(ctx, q, per)
+			if err != nil {
+				return err
+			}
+			u1, err := read()
+			if err != nil {
+				return err
+			}
+			outs := make([]store.Outcome, len(cl.Jobs))
+			for k, j := range cl.Jobs {
+				outs[k] = store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeOK, StatusCode: 200}
+			}
+			if _, err := st.Settle(ctx, q, outs); err != nil {
+				return err
+			}
+			u2, err := read()
+			if err != nil {
+				return err
+			}
+			// The INFO calls in between count themselves only (skipped above).
+			sub(&claim, u0, u1)
+			sub(&settle, u1, u2)
+			n += len(cl.Jobs)
+		}
+		name := "no flow key"
+		if lanes > 0 {
+			name = commas(lanes) + " lanes"
+		}
+		per := func(v int64) float64 { return float64(v) / float64(jobs) }
+		add(fmt.Sprintf("Redis µs per job, claim / settle script (of which its commands), %s", name),
+			fmt.Sprintf("%.1f (%.1f) / %.1f (%.1f); commands per job %.2f / %.2f", per(claim.script), per(claim.inner),
+				per(settle.script), per(settle.inner), per(claim.cmds), per(settle.cmds)), "")
+	}
 	return nil
 }

@@ -85,7 +85,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 5, "repeat the headline throughput runs this many times and report the median")
 	flag.StringVar(&o.against, "against", "", "with -only compare: a second simpleqd binary (e.g. an older version's build) run in every round beside this one, for an A/B in the same phase of the machine")
 	flag.IntVar(&o.keysN, "keys-n", 200000, "jobs of each delivery run of -only keys (enough for 100,000 lanes to hold two each)")
-	flag.StringVar(&o.keysParts, "keys-parts", "", "with -only keys: only these parts, comma-separated: rate, memory, fair, held (default all)")
+	flag.StringVar(&o.keysParts, "keys-parts", "", "with -only keys: only these parts, comma-separated: rate, memory, scripts, fair, held (default all)")
 	flag.IntVar(&o.keys, "keys", 0, "with -only compare: also run simpleqd with its jobs spread round-robin over this many flow keys; with -only backpressure: also run each N with its jobs over this many flow keys (holdScope queue)")
 	flag.IntVar(&o.warmup, "warmup", 1, "unmeasured runs before the headline throughput runs (connection pools, goroutines, heap and Redis tables grow to size)")
 	flag.Parse()
