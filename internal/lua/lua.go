@@ -10,6 +10,7 @@ package lua
 import (
 	"embed"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -126,5 +127,138 @@ func withPrelude(values []string, body string) (string, error) {
 	}
 	b.WriteString(body)
 	b.WriteByte('\n')
-	return b.String(), nil
+	return pruneUnused(b.String()), nil
+}
+
+// pruneUnused blanks the prelude's top-level local functions that nothing
+// in src names, until none is left: a script's prelude creates a closure
+// for every function it defines on every call, so a function a script
+// never reaches costs it on each call (docs/performance.md, round 18).
+// A function is a line "local function name(" at column 0 up to the next
+// line "end" at column 0 (or that one line, when it ends with "end"); its
+// lines become empty, so the line numbers in Redis' error messages stay
+// those of the files. A name that appears anywhere else but in a line
+// that is all comment (in code, a string, or a comment after code) keeps
+// its function: the pruning can only keep too much, never too little.
+func pruneUnused(src string) string {
+	lines := strings.Split(src, "\n")
+	type fn struct {
+		name     string
+		from, to int
+	}
+	var fns []fn
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if !strings.HasPrefix(l, "local function ") {
+			continue
+		}
+		name, _, ok := strings.Cut(strings.TrimPrefix(l, "local function "), "(")
+		if !ok || !isName(name) {
+			continue
+		}
+		to := -1
+		if strings.HasSuffix(strings.TrimRight(l, " "), " end") {
+			to = i
+		} else {
+			for j := i + 1; j < len(lines); j++ {
+				if strings.HasPrefix(lines[j], "local function ") {
+					break // not the layout this relies on: keep it
+				}
+				if strings.TrimRight(lines[j], " ") == "end" {
+					to = j
+					break
+				}
+			}
+		}
+		if to >= 0 {
+			fns = append(fns, fn{name, i, to})
+		}
+	}
+	// Which block each line is in (-1: none), and the blocks by name.
+	in := make([]int, len(lines))
+	for i := range in {
+		in[i] = -1
+	}
+	byName := map[string][]int{}
+	for k, f := range fns {
+		for i := f.from; i <= f.to; i++ {
+			in[i] = k
+		}
+		byName[f.name] = append(byName[f.name], k)
+	}
+	// The names each block names, and those the rest of the source names
+	// (the roots): the functions reachable from the roots stay.
+	refs := make([][]string, len(fns))
+	var roots []string
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimLeft(l, " \t"), "--") {
+			continue
+		}
+		words := names(l)
+		if k := in[i]; k >= 0 {
+			if i == fns[k].from {
+				// Its own name on its first line is the definition.
+				words = slices.DeleteFunc(words, func(w string) bool { return w == fns[k].name })
+			}
+			refs[k] = append(refs[k], words...)
+		} else {
+			roots = append(roots, words...)
+		}
+	}
+	used := make([]bool, len(fns))
+	queue := roots
+	for len(queue) > 0 {
+		w := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, k := range byName[w] {
+			if !used[k] {
+				used[k] = true
+				queue = append(queue, refs[k]...)
+			}
+		}
+	}
+	for k, f := range fns {
+		if !used[k] {
+			for i := f.from; i <= f.to; i++ {
+				lines[i] = ""
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// names lists the names (identifier-like words) of line l, in order.
+func names(l string) []string {
+	var out []string
+	for i := 0; i < len(l); {
+		if !isNameByte(l[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(l) && isNameByte(l[j]) {
+			j++
+		}
+		if c := l[i]; c < '0' || c > '9' {
+			out = append(out, l[i:j])
+		}
+		i = j
+	}
+	return out
+}
+
+func isName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func isNameByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }

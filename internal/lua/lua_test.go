@@ -16,7 +16,7 @@ func TestEveryScriptHasItsContract(t *testing.T) {
 	for _, name := range lua.All {
 		src, err := lua.Source(name)
 		require.NoError(t, err, name)
-		require.Contains(t, src, "local function now_ms()", "%s carries the prelude", name)
+		require.Contains(t, src, "-- lib.lua — shared prelude", "%s carries the prelude", name)
 		body := src[strings.LastIndex(src, "-- "+name+".lua"):]
 		var header strings.Builder // the leading comment block
 		for _, line := range strings.Split(body, "\n") {
