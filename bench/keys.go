@@ -445,23 +445,7 @@ func laneMemoryRows(ctx context.Context, work string, o options, payload string,
 		jobs = 20000
 	}
 	body := json.RawMessage(`{"data":"` + payload + `"}`)
-	fill := func(lanes int) error {
-		batch := make([]store.NewJob, 0, 1000)
-		for i := 0; i < jobs; i += 1000 {
-			batch = batch[:0]
-			for j := i; j < min(i+1000, jobs); j++ {
-				fk := ""
-				if lanes > 0 {
-					fk = "tenant-" + strconv.Itoa(j%lanes)
-				}
-				batch = append(batch, store.NewJob{Payload: body, FlowKey: fk})
-			}
-			if _, err := st.Publish(ctx, queueparams.Of(q), batch); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	fill := func(lanes int) error { return publishSpread(ctx, st, queueparams.Of(q), jobs, lanes, body) }
 	mem := func() (int64, error) { return redisMemory(ctx, rs) }
 	measure := func(lanes int) (int64, error) {
 		if err := rs.client.FlushAll(ctx).Err(); err != nil {
@@ -776,56 +760,19 @@ func laneScriptRows(ctx context.Context, work string, o options, payload string,
 		jobs = 4000
 	}
 	body := json.RawMessage(`{"data":"` + payload + `"}`)
-	// usec is what INFO commandstats counts: the scripts' time (evalsha)
-	// and that of the commands they sent.
+	// What INFO commandstats counts: the scripts' time (evalsha) and that
+	// of the commands they sent.
 	type usec struct{ script, inner, cmds int64 }
 	read := func() (usec, error) {
-		info, err := rs.client.Info(ctx, "commandstats").Result()
-		if err != nil {
-			return usec{}, err
-		}
-		var u usec
-		for _, line := range strings.Split(info, "\n") {
-			name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":")
-			if !ok || name == "info" || strings.HasPrefix(name, "config") {
-				continue
-			}
-			var calls, us int64
-			for _, kv := range strings.Split(rest, ",") {
-				k, v, _ := strings.Cut(kv, "=")
-				n, _ := strconv.ParseInt(v, 10, 64)
-				switch k {
-				case "calls":
-					calls = n
-				case "usec":
-					us = n
-				}
-			}
-			if name == "evalsha" || name == "eval" {
-				u.script += us
-			} else {
-				u.inner += us
-				u.cmds += calls
-			}
-		}
-		return u, nil
+		c, err := rs.commandStatsSplit(ctx)
+		return usec{script: c.scriptUsec, inner: c.innerUsec, cmds: c.all - c.scripts}, err
 	}
 	for _, lanes := range []int{0, 10, 5000, 20000} {
 		if err := rs.client.FlushAll(ctx).Err(); err != nil {
 			return err
 		}
-		for i := 0; i < jobs; i += 1000 {
-			batch := make([]store.NewJob, 0, 1000)
-			for j := i; j < min(i+1000, jobs); j++ {
-				fk := ""
-				if lanes > 0 {
-					fk = "tenant-" + strconv.Itoa(j%lanes)
-				}
-				batch = append(batch, store.NewJob{Payload: body, FlowKey: fk})
-			}
-			if _, err := st.Publish(ctx, q, batch); err != nil {
-				return err
-			}
+		if err := publishSpread(ctx, st, q, jobs, lanes, body); err != nil {
+			return err
 		}
 		var claim, settle usec
 		sub := func(acc *usec, a, b usec) {
@@ -873,6 +820,27 @@ func laneScriptRows(ctx context.Context, work string, o options, payload string,
 		add(fmt.Sprintf("Redis µs per job, claim / settle script (of which its commands), %s", name),
 			fmt.Sprintf("%.1f (%.1f) / %.1f (%.1f); commands per job %.2f / %.2f", per(claim.script), per(claim.inner),
 				per(settle.script), per(settle.inner), per(claim.cmds), per(settle.cmds)), "")
+	}
+	return nil
+}
+
+// publishSpread publishes jobs waiting jobs of body to q in batches of 1,000,
+// their flow keys round-robin over lanes ("tenant-0" …; none when lanes is
+// 0).
+func publishSpread(ctx context.Context, st *store.Store, q store.QueueParams, jobs, lanes int, body json.RawMessage) error {
+	batch := make([]store.NewJob, 0, 1000)
+	for i := 0; i < jobs; i += 1000 {
+		batch = batch[:0]
+		for j := i; j < min(i+1000, jobs); j++ {
+			fk := ""
+			if lanes > 0 {
+				fk = "tenant-" + strconv.Itoa(j%lanes)
+			}
+			batch = append(batch, store.NewJob{Payload: body, FlowKey: fk})
+		}
+		if _, err := st.Publish(ctx, q, batch); err != nil {
+			return err
+		}
 	}
 	return nil
 }

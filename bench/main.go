@@ -869,9 +869,25 @@ func (r *redisProc) commandStats(ctx context.Context) (scripts, all int64, err e
 
 // commandStatsUsec also returns the microseconds Redis spent running scripts.
 func (r *redisProc) commandStatsUsec(ctx context.Context) (scripts, all, scriptUsec int64, err error) {
+	c, err := r.commandStatsSplit(ctx)
+	return c.scripts, c.all, c.scriptUsec, err
+}
+
+// cmdStats is INFO commandstats summed: calls of scripts and of every
+// command (those run inside scripts included), and the microseconds of
+// the scripts and of the other commands.
+type cmdStats struct {
+	scripts, all          int64
+	scriptUsec, innerUsec int64
+}
+
+// commandStatsSplit reads INFO commandstats, leaving out the harness's own
+// commands and connection set-up.
+func (r *redisProc) commandStatsSplit(ctx context.Context) (cmdStats, error) {
+	var c cmdStats
 	info, err := r.client.Info(ctx, "commandstats").Result()
 	if err != nil {
-		return 0, 0, 0, err
+		return c, err
 	}
 	sc := bufio.NewScanner(strings.NewReader(info))
 	for sc.Scan() {
@@ -895,12 +911,14 @@ func (r *redisProc) commandStatsUsec(ctx context.Context) (scripts, all, scriptU
 			continue // the harness's own or connection set-up
 		}
 		if name == "evalsha" || name == "eval" {
-			scripts += calls
-			scriptUsec += usec
+			c.scripts += calls
+			c.scriptUsec += usec
+		} else {
+			c.innerUsec += usec
 		}
-		all += calls
+		c.all += calls
 	}
-	return scripts, all, scriptUsec, nil
+	return c, nil
 }
 
 func (r *redisProc) usedMemory(ctx context.Context) (int64, error) {

@@ -423,41 +423,7 @@ func TestFlowKeysLimitsFleetWide(t *testing.T) {
 	// and the lanes' (lstarts: fk \0 start13 \0 id). Every start stays in
 	// them for a window (400 ms), so reading them every 2 ms sees each one,
 	// with Redis' clock: no transit jitter of the webhook's arrival times.
-	rc := rs.Client(t)
-	queueStarts, laneStarts := map[string]int64{}, map[string]map[string]int64{}
-	stopWatch, watched := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(watched)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		deadline := time.After(30 * time.Second)
-		for {
-			for _, z := range rc.ZRangeWithScores(t.Context(), "simpleq:{rates}:starts", 0, -1).Val() {
-				queueStarts[z.Member.(string)] = int64(z.Score)
-			}
-			for _, m := range rc.ZRange(t.Context(), "simpleq:{rates}:lstarts", 0, -1).Val() {
-				fk, rest, ok := strings.Cut(m, "\x00")
-				if !ok || len(rest) < 13 {
-					continue
-				}
-				ms, err := strconv.ParseInt(rest[:13], 10, 64)
-				if err != nil {
-					continue
-				}
-				if laneStarts[fk] == nil {
-					laneStarts[fk] = map[string]int64{}
-				}
-				laneStarts[fk][m] = ms
-			}
-			select {
-			case <-stopWatch:
-				return
-			case <-deadline:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	stopWatch := watchZSets(t, rs.Client(t), "simpleq:{rates}:starts", "simpleq:{rates}:lstarts")
 	var rateIDs []string
 	for i, l := range []string{"X", "Y"} {
 		rateIDs = append(rateIDs, fkPublish(t, ds[i], "rates", l, 12)...)
@@ -480,8 +446,25 @@ func TestFlowKeysLimitsFleetWide(t *testing.T) {
 	// Rates: each window of 400 ms holds at most 4 starts per lane and 6 in
 	// all, on Redis' clock.
 	fkWaitCompleted(t, ds[2], rateIDs, 20*time.Second)
-	close(stopWatch)
-	<-watched
+	watched := stopWatch()
+	queueStarts, laneStarts := map[string]int64{}, map[string]map[string]int64{}
+	for m, score := range watched["simpleq:{rates}:starts"] {
+		queueStarts[m] = int64(score)
+	}
+	for m := range watched["simpleq:{rates}:lstarts"] {
+		fk, rest, ok := strings.Cut(m, "\x00")
+		if !ok || len(rest) < 13 {
+			continue
+		}
+		ms, err := strconv.ParseInt(rest[:13], 10, 64)
+		if err != nil {
+			continue
+		}
+		if laneStarts[fk] == nil {
+			laneStarts[fk] = map[string]int64{}
+		}
+		laneStarts[fk][m] = ms
+	}
 	window := int64(400)
 	inWindow := func(admitted map[string]int64) int {
 		starts := make([]int64, 0, len(admitted))

@@ -130,8 +130,9 @@ func withPrelude(values []string, body string) (string, error) {
 	return pruneUnused(b.String()), nil
 }
 
-// pruneUnused blanks the prelude's top-level local functions that nothing
-// in src names, until none is left: a script's prelude creates a closure
+// pruneUnused blanks the prelude's top-level local functions that the
+// script's code cannot reach (named by no line outside a function, nor by a
+// function that is reached): a script's prelude creates a closure
 // for every function it defines on every call, so a function a script
 // never reaches costs it on each call (docs/performance.md, round 18).
 // A function is a line "local function name(" at column 0 up to the next
