@@ -30,9 +30,9 @@
 -- Costs: a call reads the lanes it visits with one HMGET and writes them
 -- with one HSET; a claim reads K_LREADY a batch at a time and writes the
 -- new passes with one ZADD and the taken K_LWAIT members with one ZREM.
--- Per job taken that leaves one ZRANGEBYLEX in K_LWAIT (O(log jobs)) to
--- find the lane's next job, or none when the lane is visited again in the
--- same call (its next members are read ahead). An empty, held or capped
+-- A visit takes up to LANE_BURST jobs of the lane in a row, read with one
+-- ZRANGEBYLEX in K_LWAIT (O(log jobs)), so a backlogged lane is decoded,
+-- read and written once per burst, not once per job. An empty, held or capped
 -- lane is in no set that a claim reads. A lane is decoded only when a step
 -- needs its state: a job completed on settle's fast path counts against
 -- its lane undecoded (LANE.complete), and a ready or timed lane that
@@ -54,6 +54,10 @@ lanes_loaded = true
 -- down. Passes and the queue's virtual time are integers (formatted with
 -- %d, not %.17g); the rounding shifts a share by at most w in 10^6.
 local LANE_STRIDE = 1000000
+
+-- The most jobs one visit of LANE.take takes from a lane in a row (and
+-- never more than half a claim, rounded up: keys.md §4's bound).
+local LANE_BURST = 8
 
 local lane_cache = {}  -- fk -> lane, read once per call
 local lane_marked = {} -- lanes to place and write at LANE.flush
@@ -285,11 +289,11 @@ local function lane_place(L, now)
 end
 
 -- A lane's next job to deliver at now and its due time, as lane_first_due
--- finds it, from the members read ahead when there are: a lane that LANE.take
--- visits again in the same call (few lanes, a big claim) reads its next
--- members with one ZRANGEBYLEX instead of one per job. A member read ahead
--- is the lane's first remaining one, so when it is due it is the job
--- lane_first_due would give; when it is not, the lane's levels are walked.
+-- finds it, from the members read ahead when there are: LANE.take asks for
+-- the ahead jobs its visit may still take, and they are read with one
+-- ZRANGEBYLEX instead of one per job. A member read ahead is the lane's
+-- first remaining one, so when it is due it is the job lane_first_due
+-- would give; when it is not, the lane's levels are walked.
 local function lane_next(L, now, ahead)
   local buf = L.buf
   if buf then
@@ -304,8 +308,7 @@ local function lane_next(L, now, ahead)
     end
     L.buf = nil
   end
-  L.visits = (L.visits or 0) + 1
-  if L.visits > 1 and ahead > 1 then
+  if ahead > 1 then
     if L.nrem then lane_rem_flush() end
     local ms = redis.call('ZRANGEBYLEX', K_LWAIT, '[' .. L.fk .. '\0', '(' .. L.fk .. '\1', 'LIMIT', 0, ahead)
     if ms[1] then
@@ -667,20 +670,24 @@ function LANE.take(now, max, probing)
       -- A lane placed ready under limits since lowered (a reload of
       -- flowKeys) may be over the ones in force: it starts nothing more.
       local conc, rmax = lane_conc(L), lane_rmax(L)
-      local over = conc > 0 and L.nf + L.na >= conc
-      if not over and rmax > 0 then over = lane_rate(L, now) >= rmax end
-      local mem, due = nil, nil
-      if not over then
-        -- How many of its jobs this call may still take: its share of
-        -- what is left when every ready lane is known, else one.
-        local ahead = 1
-        if complete then ahead = math.min(16, math.ceil((max - #ids) / (#cand - ci + 2 + #pend))) end
-        mem, due = lane_next(L, now, ahead)
-      end
-      if over or not mem then
-        lane_mark(L)
-        lane_place(L, now) -- capped, or nothing due after all: out of the ready set
-      else
+      -- A visit takes up to burst jobs in a row, each at its own pass, so
+      -- that a lane's decoding, writing and next-member read are paid once
+      -- per burst, not once per job. The passes of ready lanes then stay
+      -- within burst strides of each other, so starts per weight of two
+      -- lanes differ by at most 2 * burst <= max + 1 <= claimBatch + 1
+      -- (keys.md §4).
+      local burst = math.max(1, math.min(LANE_BURST, max - #ids, math.floor((max + 1) / 2)))
+      local took = 0
+      while true do
+        local over = conc > 0 and L.nf + L.na >= conc
+        if not over and rmax > 0 then over = lane_rate(L, now) >= rmax end
+        local mem, due = nil, nil
+        if not over then mem, due = lane_next(L, now, burst - took) end
+        if over or not mem then
+          lane_mark(L)
+          lane_place(L, now) -- capped, or nothing due after all: out of the ready set
+          break
+        end
         lane_rem[#lane_rem + 1] = mem
         L.nrem = true
         local _, id = lane_member_due(mem, L.fk)
@@ -690,9 +697,13 @@ function LANE.take(now, max, probing)
         L.nw = L.nw - 1
         L.nf = L.nf + 1
         lane_kw = lane_kw - 1
-        if lpass > lane_vt then lane_vt = lpass end
+        took = took + 1
+        -- The queue's virtual time is the pass the visit started at: the
+        -- lowest of the ready lanes, whatever the burst adds to this one.
+        if took == 1 and lpass > lane_vt then lane_vt = lpass end
         lane_vt_dirty = true
-        L.pass = lpass + math.floor(LANE_STRIDE / lane_weight(L))
+        if took == 1 then L.pass = lpass end -- its score in K_LREADY
+        L.pass = L.pass + math.floor(LANE_STRIDE / lane_weight(L))
         if L.held then
           -- The lane's hold has ended: this job is its one probe.
           hold_take_probe(L, id)
@@ -703,14 +714,17 @@ function LANE.take(now, max, probing)
           redis.call('ZADD', K_LSTARTS, 0, L.fk .. '\0' .. fmt('%013d', now) .. '\0' .. id)
         end
         lane_mark(L)
-        if not L.held and L.at == 'r' and L.nw > 0 and rmax <= 0 and (conc <= 0 or L.nf + L.na < conc) then
-          -- Still ready, at its new pass: written by LANE.flush. Should
-          -- none of its jobs be due after all, its next visit places it.
-          L.placed = true
-          L.atv = fmt('%d', L.pass)
-          L.zpend = true
-        else
+        if not (not L.held and L.at == 'r' and L.nw > 0 and rmax <= 0 and (conc <= 0 or L.nf + L.na < conc)) then
           lane_place(L, now)
+          break
+        end
+        -- Still ready, at its new pass: written by LANE.flush. Should none
+        -- of its jobs be due after all, its next visit places it.
+        L.placed = true
+        L.zpend = true
+        if took >= burst or #ids >= max then
+          L.atv = fmt('%d', L.pass)
+          break
         end
       end
       if L.at == 'r' then pend_insert(L) end

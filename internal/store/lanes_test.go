@@ -225,6 +225,73 @@ func TestLanesFairShares(t *testing.T) {
 	})
 }
 
+// keys.md §4 with the bursts of lanes.lua (a visit takes up to half a
+// claim of one lane in a row): over every stretch of claims of 1 to 16
+// jobs, |startsA/weightA - startsB/weightB| <= claimBatch + 1 for every
+// pair of lanes that could start throughout, weights 1, 2 and 5 and the
+// default lane among them; and a claim of 16 from backlogged lanes takes
+// runs of several jobs of one lane (the bursts that make it cheap).
+func TestLanesBurstsKeepTheBound(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-burst")
+		q.Concurrency = 10000
+		weights := map[string]int{"": 1, "w1": 1, "w2": 2, "w5": 5}
+		for fk, w := range weights {
+			if fk != "" {
+				w := w
+				_, err := s.PutKey(ctx, q, fk, store.KeyOverride{Weight: &w})
+				require.NoError(t, err)
+			}
+			publishKeyed(t, s, q, fk, 400)
+		}
+		const claimBatch = 16
+		var cum []map[string]int // starts after each claim
+		total := map[string]int{}
+		longest := 0
+		for i := 0; ; i++ {
+			c, err := s.Claim(ctx, q, 1+i%claimBatch)
+			require.NoError(t, err)
+			run, prev := 0, "-"
+			for _, j := range c.Jobs {
+				total[j.FlowKey]++
+				if j.FlowKey == prev {
+					run++
+				} else {
+					run, prev = 1, j.FlowKey
+				}
+				longest = max(longest, run)
+			}
+			// Stop while every lane still has a backlog: the bound is for
+			// lanes that can start throughout.
+			if total["w5"] > 300 || len(c.Jobs) == 0 {
+				break
+			}
+			snap := map[string]int{}
+			for k, v := range total {
+				snap[k] = v
+			}
+			cum = append(cum, snap)
+		}
+		require.Greater(t, longest, 1, "a backlogged lane's turn takes several jobs")
+		require.LessOrEqual(t, longest, claimBatch/2, "a turn takes at most half a claim")
+		worst := 0.0
+		for i := range cum {
+			for j := i + 1; j < len(cum); j++ {
+				for a, wa := range weights {
+					for bk, wb := range weights {
+						d := float64(cum[j][a]-cum[i][a])/float64(wa) - float64(cum[j][bk]-cum[i][bk])/float64(wb)
+						worst = max(worst, d)
+					}
+				}
+			}
+		}
+		t.Logf("claims %d, starts %v, longest run %d, worst |startsA/wA - startsB/wB| %.2f", len(cum), total, longest, worst)
+		require.LessOrEqual(t, worst, float64(claimBatch+1))
+	})
+}
+
 func abs(n int) int {
 	if n < 0 {
 		return -n
@@ -482,9 +549,11 @@ func TestLanesBulkCancel(t *testing.T) {
 		publishKeyed(t, s, q, "", 3)
 		publishKeyed(t, s, q, "A", 40)
 		publishKeyed(t, s, q, "B", 5)
-		c, err := s.Claim(ctx, q, 3) // one of each lane in flight
-		require.NoError(t, err)
-		require.Len(t, c.Jobs, 3)
+		for range 3 { // one of each lane in flight: a claim of 1 takes one lane's turn
+			c, err := s.Claim(ctx, q, 1)
+			require.NoError(t, err)
+			require.Len(t, c.Jobs, 1)
+		}
 		a := "A"
 		n, done, err := s.CancelBulk(ctx, q, store.BulkCancelParams{Filter: store.CancelFilter{FlowKey: &a}, Reason: ""}, time.Now().Add(10*time.Second), nil)
 		require.NoError(t, err)
@@ -544,8 +613,9 @@ func TestLanesScheduleFlowKey(t *testing.T) {
 
 // A claim that takes many jobs from few lanes reads each lane's next jobs
 // ahead (lanes.lua lane_next): it still takes them in priority order, then
-// publish order, passes over jobs not yet due, and alternates between
-// equally weighted lanes; what it leaves is taken, in order, by the next.
+// publish order, passes over jobs not yet due, and gives equally weighted
+// lanes turns of up to half the claim each (LANE_BURST, keys.md §4); what
+// it leaves is taken, in order, by the next.
 func TestLanesBigClaimKeepsOrder(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, b backend, s *store.Store) {
@@ -598,8 +668,9 @@ func TestLanesBigClaimKeepsOrder(t *testing.T) {
 			lanes += j.FlowKey
 			outs = append(outs, store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeOK, StatusCode: 200})
 		}
-		// Equal weights: the lanes take turns while both have due jobs.
-		require.Equal(t, "ABABABABABABAA", lanes)
+		// Equal weights: the lanes take turns of up to 7 jobs (half of 14)
+		// while both have due jobs; B has 6.
+		require.Equal(t, "AAAAAAABBBBBBA", lanes)
 		_, c, err = s.SettleAndClaim(ctx, q, outs, store.Refill{Max: 50})
 		require.NoError(t, err)
 		for _, j := range c.Jobs {
