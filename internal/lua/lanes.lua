@@ -108,11 +108,29 @@ end
 
 -- Lanes read but not decoded yet: fk -> its field's value (false: none).
 -- A lane is decoded on its first lane_get; until then a completed job of
--- the lane only counts in lane_dnf (LANE.complete), and a lane no other
--- step decodes has its field edited as a string at LANE.flush.
+-- the lane only counts in lane_dnf (LANE.complete), a job published to a
+-- ready lane only in lane_dnw (LANE.published_members), and a lane no
+-- other step decodes has its field edited as a string at LANE.flush.
 local lane_raw = {}
 local lane_dnf = {}   -- fk -> jobs that left in flight, not yet in nf
-local lane_dlist = {} -- the keys of lane_dnf, in order
+local lane_dnw = {}   -- fk -> jobs published, not yet in nw
+local lane_dlist = {} -- the keys of lane_dnf and lane_dnw, in order
+
+-- Where a lane's field places it (the byte of at: 114 'r', 116 't'), and
+-- the positions of its first two separators (around nf).
+local function lane_raw_at(v)
+  local p1 = string.find(v, '|', 1, true)
+  local p2 = string.find(v, '|', p1 + 1, true)
+  local q = p2
+  for _ = 3, 7 do q = string.find(v, '|', q + 1, true) end
+  return string.byte(v, q + 1), p1, p2
+end
+
+-- Counts a change not yet in a lane's field, for LANE.flush's edit.
+local function lane_defer(t, fk, n)
+  if not lane_dnf[fk] and not lane_dnw[fk] then lane_dlist[#lane_dlist + 1] = fk end
+  t[fk] = (t[fk] or 0) + n
+end
 
 local lane_touch -- below
 
@@ -123,10 +141,11 @@ local function lane_get(fk)
     if v == nil then v = redis.call('HGET', K_LANES, fk) end
     L = lane_decode(fk, v or nil)
     lane_cache[fk] = L
-    local d = lane_dnf[fk]
-    if d then
-      lane_dnf[fk] = nil
-      L.nf = math.max(0, L.nf - d)
+    local d, a = lane_dnf[fk], lane_dnw[fk]
+    if d or a then
+      lane_dnf[fk], lane_dnw[fk] = nil, nil
+      L.nf = math.max(0, L.nf - (d or 0))
+      L.nw = L.nw + (a or 0)
       lane_touch(L)
     end
   end
@@ -346,8 +365,9 @@ end
 -- claim's own flush: a lane settled and claimed in one call is written once.
 function LANE.flush(now, place_only)
   lane_rem_flush()
-  -- Lanes that jobs left (LANE.complete) and no step decoded: one that is
-  -- ready or timed stays where it is, so its field's nf is edited as a
+  -- Lanes that jobs left (LANE.complete) or were published to (a ready
+  -- lane, LANE.published_members) and no step decoded: one that is ready
+  -- or timed stays where it is, so its field's nw and nf are edited as a
   -- string (at the final flush: a claim in this call may still decode
   -- it); one that is nowhere (capped, or its probe out) may start again
   -- and is decoded and placed.
@@ -355,21 +375,18 @@ function LANE.flush(now, place_only)
   if #lane_dlist > 0 then
     local keep = {}
     for _, fk in ipairs(lane_dlist) do
-      local d = lane_dnf[fk]
-      if d then
+      local d, a = lane_dnf[fk], lane_dnw[fk]
+      if d or a then
         local v = lane_raw[fk]
-        local p1 = string.find(v, '|', 1, true)
-        local p2 = string.find(v, '|', p1 + 1, true)
-        local q = p2
-        for _ = 3, 7 do q = string.find(v, '|', q + 1, true) end
-        local at = string.byte(v, q + 1)
+        local at, p1, p2 = lane_raw_at(v)
         if at ~= 114 and at ~= 116 then -- neither 'r' nor 't'
           lane_get(fk)
         elseif place_only then
           keep[#keep + 1] = fk
         else
-          local nv = string.sub(v, 1, p1) .. math.max(0, (tonumber(string.sub(v, p1 + 1, p2 - 1)) or 0) - d) .. string.sub(v, p2)
-          lane_raw[fk], lane_dnf[fk] = nv, nil
+          local nv = ((tonumber(string.sub(v, 1, p1 - 1)) or 0) + (a or 0)) .. '|' ..
+            math.max(0, (tonumber(string.sub(v, p1 + 1, p2 - 1)) or 0) - (d or 0)) .. string.sub(v, p2)
+          lane_raw[fk], lane_dnf[fk], lane_dnw[fk] = nv, nil, nil
           raw_w = raw_w or {}
           raw_w[#raw_w + 1] = fk
           raw_w[#raw_w + 1] = nv
@@ -431,9 +448,7 @@ function LANE.complete(fk, id)
     end
     -- The id anywhere in the field (its probe, or a reason's text): decode.
     if v and not string.find(v, id, 1, true) then
-      local d = lane_dnf[fk]
-      if not d then lane_dlist[#lane_dlist + 1] = fk end
-      lane_dnf[fk] = (d or 0) + 1
+      lane_defer(lane_dnf, fk, 1)
       return true
     end
     L = lane_get(fk)
@@ -467,7 +482,8 @@ end
 -- with one HMGET. A ready lane stays where it is; an empty lane that can
 -- start at once (no hold, no cap, no rate limit, a job due now) joins the
 -- ready set at the queue's virtual time without its members being read;
--- any other lane is placed.
+-- any other lane is placed. A ready lane that nothing in the call decoded
+-- is not decoded at all: its field's nw is edited at LANE.flush.
 function LANE.published_members(lwait, now)
   local order, count, first = {}, {}, {}
   for i = 2, #lwait, 2 do
@@ -485,19 +501,25 @@ function LANE.published_members(lwait, now)
   end
   lane_prefetch(order)
   for _, fk in ipairs(order) do
-    local L = lane_get(fk)
-    local was_empty = L.nw == 0 and L.nf + L.na == 0
-    L.buf = nil
-    L.nw = L.nw + count[fk]
-    lane_kw = lane_kw + count[fk]
-    if L.at == 'r' then
-      lane_touch(L)
-    elseif was_empty and L.at == '' and not L.held and first[fk] <= now and lane_rmax(L) <= 0 then
-      lane_mark(L)
-      if L.pass < lane_vnow() then L.pass = lane_vnow() end
-      L.at, L.atv, L.zpend, L.placed = 'r', fmt('%d', L.pass), true, true
+    local v = not lane_cache[fk] and lane_raw[fk]
+    if v and lane_raw_at(v) == 114 then -- 'r': it stays where it is
+      lane_defer(lane_dnw, fk, count[fk])
+      lane_kw = lane_kw + count[fk]
     else
-      lane_mark(L)
+      local L = lane_get(fk)
+      local was_empty = L.nw == 0 and L.nf + L.na == 0
+      L.buf = nil
+      L.nw = L.nw + count[fk]
+      lane_kw = lane_kw + count[fk]
+      if L.at == 'r' then
+        lane_touch(L)
+      elseif was_empty and L.at == '' and not L.held and first[fk] <= now and lane_rmax(L) <= 0 then
+        lane_mark(L)
+        if L.pass < lane_vnow() then L.pass = lane_vnow() end
+        L.at, L.atv, L.zpend, L.placed = 'r', fmt('%d', L.pass), true, true
+      else
+        lane_mark(L)
+      end
     end
   end
 end

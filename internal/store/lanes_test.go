@@ -292,6 +292,59 @@ func TestLanesBurstsKeepTheBound(t *testing.T) {
 	})
 }
 
+// A job published to a lane that is already ready only adds to the lane's
+// waiting count, edited in its stored field without decoding it
+// (lanes.lua LANE.published_members); the count, and the jobs, are exact
+// whether the lane was ready, empty, or in the same call as a completion.
+func TestLanesPublishToReadyLane(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-ready-pub")
+		q.Concurrency = 100
+		pending := func() int64 {
+			k, err := s.GetKey(ctx, q, "A")
+			require.NoError(t, err)
+			return k.Counts.Pending
+		}
+		ids := publishKeyed(t, s, q, "A", 3) // empty lane: joins the ready set
+		ids = append(ids, publishKeyed(t, s, q, "A", 4)...) // ready: edited in place
+		ids = append(ids, publishKeyed(t, s, q, "A", 2)...)
+		require.Equal(t, int64(9), pending())
+		c, err := s.Claim(ctx, q, 2)
+		require.NoError(t, err)
+		require.Len(t, c.Jobs, 2)
+		ids = append(ids, publishKeyed(t, s, q, "A", 1)...) // still ready, two in flight
+		k, err := s.GetKey(ctx, q, "A")
+		require.NoError(t, err)
+		require.Equal(t, int64(8), k.Counts.Pending)
+		require.Equal(t, int64(2), k.Counts.Processing)
+		got := map[string]bool{}
+		for _, j := range c.Jobs {
+			got[j.ID] = true
+		}
+		for len(got) < len(ids) {
+			outs := []store.Outcome{}
+			for _, j := range c.Jobs {
+				outs = append(outs, store.Outcome{ID: j.ID, Token: j.Token, Kind: store.OutcomeOK, StatusCode: 200})
+			}
+			_, c, err = s.SettleAndClaim(ctx, q, outs, store.Refill{Max: 3})
+			require.NoError(t, err)
+			require.NotEmpty(t, c.Jobs, "every published job is claimed: %d of %d", len(got), len(ids))
+			for _, j := range c.Jobs {
+				require.False(t, got[j.ID], "claimed twice")
+				got[j.ID] = true
+			}
+		}
+		for _, id := range ids {
+			require.True(t, got[id])
+		}
+		settleAll(t, s, q, c.Jobs, store.OutcomeOK, 200, 0)
+		_, err = s.GetKey(ctx, q, "A")
+		require.ErrorIs(t, err, store.ErrNotFound, "a drained lane occupies nothing")
+	})
+}
+
 func abs(n int) int {
 	if n < 0 {
 		return -n
