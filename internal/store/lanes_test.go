@@ -307,7 +307,7 @@ func TestLanesPublishToReadyLane(t *testing.T) {
 			require.NoError(t, err)
 			return k.Counts.Pending
 		}
-		ids := publishKeyed(t, s, q, "A", 3) // empty lane: joins the ready set
+		ids := publishKeyed(t, s, q, "A", 3)                // empty lane: joins the ready set
 		ids = append(ids, publishKeyed(t, s, q, "A", 4)...) // ready: edited in place
 		ids = append(ids, publishKeyed(t, s, q, "A", 2)...)
 		require.Equal(t, int64(9), pending())
