@@ -345,6 +345,55 @@ func TestLanesPublishToReadyLane(t *testing.T) {
 	})
 }
 
+// A claim over many lanes that run dry takes them out of the ready set: the
+// next claim finds none of them, a lane that comes back in between is
+// ready again, every job goes out once, and the drained lanes leave
+// nothing in Redis.
+func TestLanesManyRunDryInOneClaim(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend, s *store.Store) {
+		ctx := context.Background()
+		q := queue("lanes-dry")
+		q.Concurrency = 1000
+		var ids []string
+		for i := 0; i < 30; i++ {
+			ids = append(ids, publishKeyed(t, s, q, "t"+strconv.Itoa(i), 1)...)
+		}
+		keys := s.Keys(q.Name).List()
+		ready := func() int64 {
+			n, err := b.rdb.ZCard(ctx, keys[13]).Result()
+			require.NoError(t, err)
+			return n
+		}
+		got := map[string]bool{}
+		take := func(max int) []store.ClaimedJob {
+			c, err := s.Claim(ctx, q, max)
+			require.NoError(t, err)
+			for _, j := range c.Jobs {
+				require.False(t, got[j.ID], "claimed twice")
+				got[j.ID] = true
+			}
+			return c.Jobs
+		}
+		first := take(20)
+		require.Len(t, first, 20)
+		require.Equal(t, int64(10), ready(), "the 20 lanes that ran dry left the ready set")
+		again := first[0].FlowKey
+		ids = append(ids, publishKeyed(t, s, q, again, 1)...) // a dry lane comes back
+		require.Equal(t, int64(11), ready())
+		rest := take(20)
+		require.Len(t, rest, 11)
+		require.Zero(t, ready())
+		require.Len(t, got, len(ids))
+		settleAll(t, s, q, append(first, rest...), store.OutcomeOK, 200, 0)
+		for _, k := range []int{11, 12, 13, 14} { // lwait, lanes, lready, ltimed
+			n, err := b.rdb.Exists(ctx, keys[k]).Result()
+			require.NoError(t, err)
+			require.Zero(t, n, "key %s", keys[k])
+		}
+	})
+}
+
 func abs(n int) int {
 	if n < 0 {
 		return -n
