@@ -786,6 +786,15 @@ end
 LANE.member, LANE.member_due, LANE.get, LANE.mark = lane_member, lane_member_due, lane_get, lane_mark
 LANE.touch = lane_touch
 LANE.encode, LANE.decode, LANE.read = lane_encode, lane_decode, lane_read
+
+-- The per-call state above starts afresh for each call (call_begin): a
+-- Functions library keeps the machine loaded between calls.
+LANE.reset = function()
+  lane_cache, lane_marked, lane_mark_set, lane_kw = {}, {}, {}, 0
+  lane_vt, lane_vt_dirty, lane_dpass = nil, false, nil
+  LANE.fresh_probe, LANE.stats = {}, { khold = 0, kprobe = 0, kreopen = 0 }
+  lane_raw, lane_dnf, lane_dnw, lane_dlist, lane_rem = {}, {}, {}, {}, {}
+end
 end
 
 setmetatable(LANE, { __index = function(t, k)

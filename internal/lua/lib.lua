@@ -81,12 +81,16 @@
 -- header lists the meta fields, the states and the layout rules the fast
 -- paths rely on. Nothing here spells the layout; it calls record.lua.
 
-local K_WAITING, K_INFLIGHT, K_JOBS, K_HIST, K_STATE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local K_LIFETIMES, K_DEAD, K_PURGE, K_IDEM, K_STARTS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local K_LEASES = KEYS[11]
-local K_LWAIT, K_LANES, K_LREADY, K_LTIMED, K_LHELD, K_LSTARTS = KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17]
+-- The keys are set from KEYS by call_begin (call.lua) at the start of every
+-- call: a script's prelude may be loaded once for many calls (a Redis
+-- Functions library, package lua's Library), so no call's value may be
+-- read where the prelude is defined.
+local K_WAITING, K_INFLIGHT, K_JOBS, K_HIST, K_STATE
+local K_LIFETIMES, K_DEAD, K_PURGE, K_IDEM, K_STARTS
+local K_LEASES
+local K_LWAIT, K_LANES, K_LREADY, K_LTIMED, K_LHELD, K_LSTARTS
 local KX = 17
-local K_CALL = KEYS[KX + 1]
+local K_CALL
 -- The lane machine's entry points (lanes.lua fills them in): lib.lua's
 -- transitions call them for keyed jobs only, so a job without a flow key
 -- pays one nil test. flush is a no-op until the machine is loaded (no lane
@@ -114,13 +118,13 @@ local PLACEHOLDER = '~simpleqd placeholder: keeps this key a skiplist/hash table
 -- maintenance batch and the delivery lease. A setting read before
 -- conf_load() is an error, not a silent nil, so a script that forgets to
 -- load fails its first test.
-local P, ARG0 = {}, #CALL_VALUES
-for i, k in ipairs(CALL_VALUES) do P[k] = tonumber(ARGV[i]) end
+-- P and ARG0 are set per call by call_begin (call.lua), with P_META.
+local P, ARG0
 local CALL_VALUE = { rand = true, batch = true, lease = true }
-setmetatable(P, { __index = function(_, k)
+local P_META = { __index = function(_, k)
   if CALL_VALUE[k] then error('simpleqd: per-call value ' .. k .. ' not given to this script (package lua, callValues)') end
   error('simpleqd: queue setting ' .. k .. ' read before conf_load()')
-end })
+end }
 
 -- conf_load reads the settings package store wrote (conf.lua), in this
 -- order: "v1", mode, concurrency, rateLimitMax, rateLimitWindow ms,

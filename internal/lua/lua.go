@@ -4,11 +4,15 @@
 // fleet of daemons sharing one Redis can never interleave half-done updates.
 // lib.lua is a shared prelude (key layout, queue parameters, the transition
 // functions) prepended to each script, so claim, settle and callback apply the
-// same rules. Package store is the only caller; nothing else sends scripts.
+// same rules. Library packs the same prelude and bodies into one Redis
+// Functions library, defined once per Redis rather than on every call.
+// Package store is the only caller; nothing else sends scripts.
 package lua
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -86,9 +90,9 @@ func CallValues(name string) []string { return callValues[name] }
 // prelude lists the files prepended to every script, in order: hold.lua
 // (the hold machine, for a queue and a lane alike), record.lua (the job
 // record's codec: the stored layout, the fast-path edits, the lease
-// token), lib.lua (keys, parameters, the job transitions) and lanes.lua
-// (flow keys' lanes).
-var prelude = []string{"hold.lua", "record.lua", "lib.lua", "lanes.lua"}
+// token), lib.lua (keys, parameters, the job transitions), lanes.lua
+// (flow keys' lanes) and call.lua (call_begin, which starts every call).
+var prelude = []string{"hold.lua", "record.lua", "lib.lua", "lanes.lua", "call.lua"}
 
 // Source returns the full source of a script: the list of the per-call
 // values it reads (CALL_VALUES, for lib.lua), the shared prelude, then the
@@ -109,25 +113,88 @@ func WithPrelude(body string) (string, error) { return withPrelude(nil, body) }
 
 func withPrelude(values []string, body string) (string, error) {
 	var b strings.Builder
-	b.WriteString("local CALL_VALUES = {")
-	for i, v := range values {
+	// KEYS and ARGV are locals, so call_begin can set them in a library
+	// (Library) and here alike.
+	b.WriteString("local KEYS, ARGV = KEYS, ARGV\n")
+	b.WriteString("local CALL_VALUES = " + luaList(values) + "\n")
+	if err := writePrelude(&b); err != nil {
+		return "", err
+	}
+	b.WriteString("call_begin(KEYS, ARGV, CALL_VALUES)\n")
+	b.WriteString(body)
+	b.WriteByte('\n')
+	return pruneUnused(b.String()), nil
+}
+
+func writePrelude(b *strings.Builder) error {
+	for _, f := range prelude {
+		src, err := files.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("read prelude %s: %w", f, err)
+		}
+		b.Write(src)
+		b.WriteByte('\n')
+	}
+	return nil
+}
+
+// luaList is a Lua table constructor of the strings vs.
+func luaList(vs []string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, v := range vs {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString("'" + v + "'")
 	}
-	b.WriteString("}\n")
-	for _, f := range prelude {
-		src, err := files.ReadFile(f)
-		if err != nil {
-			return "", fmt.Errorf("read prelude %s: %w", f, err)
-		}
-		b.Write(src)
-		b.WriteByte('\n')
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Library returns every script as one Redis Functions library (Redis 7):
+// its name, the name of each script's function, and its source for
+// FUNCTION LOAD. A script sent with EVALSHA defines its whole prelude on
+// every call (a closure per function it reaches, the lane machine's when it
+// touches a keyed job); a library defines it once, and each call runs only
+// its script's body, after call_begin (docs/performance.md, round 21).
+// Redis runs a library's top level with nothing but its registration API
+// (no string, math or setmetatable), so the prelude and the bodies are
+// defined by the first call of any of its functions, in define, and each
+// registered function calls its body from the table define fills (bodies). The
+// names carry a hash of the source, so daemons of two versions sharing one
+// Redis during a rolling upgrade each call their own.
+func Library() (name string, functions map[string]string, src string, err error) {
+	var defs strings.Builder
+	defs.WriteString("local KEYS, ARGV\n")
+	if err := writePrelude(&defs); err != nil {
+		return "", nil, "", err
 	}
-	b.WriteString(body)
-	b.WriteByte('\n')
-	return pruneUnused(b.String()), nil
+	for _, n := range All {
+		body, err := files.ReadFile(n + ".lua")
+		if err != nil {
+			return "", nil, "", fmt.Errorf("read script %q: %w", n, err)
+		}
+		// The body's own top-level locals become its function's.
+		fmt.Fprintf(&defs, "do\nlocal values = %s\ndefined['%s'] = function(keys, argv)\ncall_begin(keys, argv, values)\n%s\nend\nend\n",
+			luaList(callValues[n]), n, body)
+	}
+	sum := sha1.Sum([]byte(defs.String()))
+	name = "simpleqd_" + hex.EncodeToString(sum[:])[:12]
+	var b strings.Builder
+	b.WriteString("#!lua name=" + name + "\n")
+	b.WriteString("local bodies = nil\nlocal function define()\nlocal defined = {}\n")
+	b.WriteString(defs.String())
+	// Set at the end, so a define that fails leaves bodies nil and the
+	// next call defines them again.
+	b.WriteString("bodies = defined\nend\n")
+	functions = make(map[string]string, len(All))
+	for _, n := range All {
+		fn := name + "_" + n
+		functions[n] = fn
+		fmt.Fprintf(&b, "redis.register_function('%s', function(keys, argv)\nif not bodies then define() end\nreturn bodies['%s'](keys, argv)\nend)\n", fn, n)
+	}
+	return name, functions, b.String(), nil
 }
 
 // pruneUnused blanks the prelude's top-level local functions that the

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,8 +21,8 @@ func scriptUsec(b *testing.B, rdb *redis.Client) float64 {
 	return scriptStat(b, rdb, "usec=")
 }
 
-// scriptStat sums one field ("usec=", "calls=") of the EVALSHA and EVAL
-// lines of INFO commandstats.
+// scriptStat sums one field ("usec=", "calls=") of the FCALL, EVALSHA and
+// EVAL lines of INFO commandstats.
 func scriptStat(b *testing.B, rdb *redis.Client, field string) float64 {
 	b.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
@@ -30,7 +31,7 @@ func scriptStat(b *testing.B, rdb *redis.Client, field string) float64 {
 	}
 	var total float64
 	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+		if !strings.HasPrefix(line, "cmdstat_fcall:") && !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
 			continue
 		}
 		for _, f := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
@@ -50,7 +51,9 @@ func benchSetup(b *testing.B, queueName string) (*redistest.Server, *redis.Clien
 	b.Helper()
 	srv := redistest.Start(b)
 	rdb := srv.Client(b)
-	s, err := store.New(rdb, store.Options{Prefix: "bench"})
+	// STORE_BENCH_EVAL=1 sends the scripts with EVALSHA, to compare with
+	// the function library (scripts.go).
+	s, err := store.New(rdb, store.Options{Prefix: "bench", EvalScripts: os.Getenv("STORE_BENCH_EVAL") == "1"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -63,13 +63,12 @@ func (s *Store) evalReplicated(ctx context.Context, name, queue string, keys []s
 		}
 		c = node
 	}
-	sc := s.scripts[name]
-	res, acks, err = s.pipeWait(ctx, c, sc, keys, args, false)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+	res, acks, err = s.pipeWait(ctx, c, name, keys, args, false)
+	if missing(err) {
 		// This master has not loaded the script (a promoted replica:
-		// Redis 7 does not replicate SCRIPT LOAD): send its source, as
-		// Script.Run does.
-		res, acks, err = s.pipeWait(ctx, c, sc, keys, args, true)
+		// Redis 7 does not replicate SCRIPT LOAD) or the library: send
+		// the script's source, or load the library, as scripts.run does.
+		res, acks, err = s.pipeWait(ctx, c, name, keys, args, true)
 	}
 	if err != nil && isMoved(err) {
 		if cc, ok := s.rdb.(*redis.ClusterClient); ok {
@@ -81,13 +80,16 @@ func (s *Store) evalReplicated(ctx context.Context, name, queue string, keys []s
 	return res, acks, err
 }
 
-func (s *Store) pipeWait(ctx context.Context, c redis.UniversalClient, sc *redis.Script, keys []string, args []any, source bool) (any, int64, error) {
+func (s *Store) pipeWait(ctx context.Context, c redis.UniversalClient, name string, keys []string, args []any, source bool) (any, int64, error) {
 	pipe := c.Pipeline()
 	var run *redis.Cmd
 	if source {
-		run = sc.Eval(ctx, pipe, keys, args...)
+		var err error
+		if run, err = s.sc.queueSource(ctx, c, pipe, name, keys, args); err != nil {
+			return nil, 0, err
+		}
 	} else {
-		run = sc.EvalSha(ctx, pipe, keys, args...)
+		run = s.sc.queue(ctx, pipe, name, keys, args)
 	}
 	// Pipeliner has no Wait method; the pipeline read timeout (the
 	// client's ReadTimeout) must exceed ReplicaTimeout, which config checks.

@@ -151,7 +151,7 @@ func innerCommands(b *testing.B, rdb *redis.Client) float64 {
 			continue
 		}
 		switch strings.TrimPrefix(name, "cmdstat_") {
-		case "evalsha", "eval", "info":
+		case "fcall", "evalsha", "eval", "info", "function|load":
 			continue
 		}
 		for _, f := range strings.Split(fields, ",") {

@@ -230,6 +230,6 @@ func TestScriptsReadOnlyTheirCallValues(t *testing.T) {
 		if v := lua.CallValues(name); len(v) > 0 {
 			want = "local CALL_VALUES = {'" + strings.Join(v, "','") + "'}"
 		}
-		require.True(t, strings.HasPrefix(src, want+"\n"), "%s opens with its per-call values", name)
+		require.True(t, strings.HasPrefix(src, "local KEYS, ARGV = KEYS, ARGV\n"+want+"\n"), "%s opens with its per-call values", name)
 	}
 }

@@ -527,7 +527,7 @@ func (s *Store) TickQueues(ctx context.Context, qs []QueueParams, max int) (out 
 			continue // its settings could not be written: no tick for it this time
 		}
 		args := s.tickArgs(q, max)
-		cmds[i] = s.scripts[lua.Schedule].EvalSha(ctx, pipe, s.scheduleKeys(q.Name), append(s.params(lua.Schedule, q, len(args)), args...)...)
+		cmds[i] = s.sc.queue(ctx, pipe, lua.Schedule, s.scheduleKeys(q.Name), append(s.params(lua.Schedule, q, len(args)), args...))
 	}
 	_, _ = pipe.Exec(ctx)
 	took := time.Since(began)
@@ -536,9 +536,9 @@ func (s *Store) TickQueues(ctx context.Context, qs []QueueParams, max int) (out 
 			continue
 		}
 		res, err := cmds[i].Result()
-		if err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || isNoConf(err)) {
-			// Redis lost its script cache (a restart) or the queue's
-			// settings: this call loads or writes them.
+		if missing(err) || isNoConf(err) {
+			// Redis lost its script cache or library (a restart) or the
+			// queue's settings: this call loads or writes them.
 			out[i], errs[i] = s.TickSchedules(ctx, q, max)
 			continue
 		}

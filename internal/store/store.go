@@ -40,6 +40,10 @@ type Options struct {
 	// replicated; see durability.go). Off, a write is acknowledged once the
 	// master has it (local).
 	Replicated bool
+	// EvalScripts sends every script with EVALSHA even where Redis has
+	// Functions (scripts.go): for tests and benchmarks of that path, which
+	// serves a Redis older than 7.0 or one whose ACL forbids FUNCTION.
+	EvalScripts bool
 	// ReplicaTimeout bounds that wait; past it the call fails with
 	// ErrNotReplicated. 0 means DefaultReplicaTimeout.
 	ReplicaTimeout time.Duration
@@ -47,12 +51,12 @@ type Options struct {
 
 // Store runs simpleqd's scripts against one Redis or Redis Cluster.
 type Store struct {
-	rdb     redis.UniversalClient
-	opts    Options
-	scripts map[string]*redis.Script
-	ids     IDGen
-	node    string
-	seq     atomic.Uint64
+	rdb  redis.UniversalClient
+	opts Options
+	sc   *scripts
+	ids  IDGen
+	node string
+	seq  atomic.Uint64
 	// conf is what this Store last wrote of each queue's settings (conf.go).
 	conf confs
 }
@@ -68,14 +72,11 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.ReplicaTimeout <= 0 {
 		opts.ReplicaTimeout = DefaultReplicaTimeout
 	}
-	s := &Store{rdb: rdb, opts: opts, scripts: make(map[string]*redis.Script, len(lua.All))}
-	for _, name := range lua.All {
-		src, err := lua.Source(name)
-		if err != nil {
-			return nil, err
-		}
-		s.scripts[name] = redis.NewScript(src)
+	sc, err := newScripts(opts.EvalScripts)
+	if err != nil {
+		return nil, err
 	}
+	s := &Store{rdb: rdb, opts: opts, sc: sc}
 	var b [6]byte
 	if _, err := cryptoRead(b[:]); err != nil {
 		// Fail rather than run with a zero node id: lease tokens would then
@@ -90,26 +91,20 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 // cryptoRead is crypto/rand's Read, a variable so tests can make it fail.
 var cryptoRead = crand.Read
 
-// Load loads every script into Redis (on every master of a cluster).
-func (s *Store) Load(ctx context.Context) error {
-	for name, sc := range s.scripts {
-		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
-			return wrap(fmt.Errorf("load script %s: %w", name, err))
-		}
-	}
-	return nil
-}
+// Load loads every script into Redis (on every master of a cluster), and
+// the function library where Redis has Functions (scripts.go).
+func (s *Store) Load(ctx context.Context) error { return s.sc.load(ctx, s.rdb) }
+
+// UsesFunctions reports whether calls run as Redis Functions (FCALL) rather
+// than scripts (EVALSHA): what Load found Redis to allow.
+func (s *Store) UsesFunctions() bool { return s.sc.useFns.Load() }
 
 // Ping reports whether Redis answers and the scripts are loaded.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		return wrap(fmt.Errorf("ping: %w", err))
 	}
-	hashes := make([]string, 0, len(s.scripts))
-	for _, sc := range s.scripts {
-		hashes = append(hashes, sc.Hash())
-	}
-	ok, err := s.rdb.ScriptExists(ctx, hashes...).Result()
+	ok, err := s.rdb.ScriptExists(ctx, s.sc.hashes()...).Result()
 	if err != nil {
 		return wrap(fmt.Errorf("script exists: %w", err))
 	}
@@ -219,7 +214,7 @@ func (s *Store) eval(ctx context.Context, name string, q QueueParams, keys []str
 	if s.opts.Replicated && replicatedScripts[name] {
 		return s.evalReplicated(ctx, name, q.Name, keys, args)
 	}
-	res, err = s.scripts[name].Run(ctx, s.rdb, keys, args...).Result()
+	res, err = s.sc.run(ctx, s.rdb, s.rdb, name, keys, args).Result()
 	return res, 1, err
 }
 

@@ -22,6 +22,9 @@ type backend struct {
 	name    string
 	rdb     redis.UniversalClient
 	advance func(time.Duration)
+	// evalScripts: the store sends scripts with EVALSHA though Redis has
+	// Functions (store.Options.EvalScripts), the path of an older Redis.
+	evalScripts bool
 }
 
 func backends(t *testing.T) []backend {
@@ -37,9 +40,11 @@ func backends(t *testing.T) []backend {
 	}}}
 	if _, err := execLookPath(); err == nil {
 		srv := redistest.Start(t)
-		bs = append(bs, backend{name: "redis-server", rdb: srv.Client(t), advance: func(d time.Duration) {
+		sleep := func(d time.Duration) {
 			time.Sleep(d) //nolint:testsleep // a real redis-server takes its time from its own clock: let d pass
-		}})
+		}
+		bs = append(bs, backend{name: "redis-server", rdb: srv.Client(t), advance: sleep},
+			backend{name: "redis-server-evalsha", rdb: redistest.Start(t).Client(t), advance: sleep, evalScripts: true})
 	}
 	return bs
 }
@@ -70,7 +75,13 @@ func publish(t *testing.T, s *store.Store, q store.QueueParams, payload string) 
 
 func each(t *testing.T, f func(t *testing.T, b backend, s *store.Store)) {
 	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) { f(t, b, newStore(t, b.rdb)) })
+		t.Run(b.name, func(t *testing.T) {
+			s, err := store.New(b.rdb, store.Options{Prefix: "t", LeaseMargin: 50 * time.Millisecond, EvalScripts: b.evalScripts})
+			require.NoError(t, err)
+			require.NoError(t, s.Load(context.Background()))
+			require.Equal(t, b.name == "redis-server", s.UsesFunctions(), "%s: calls as functions", b.name)
+			f(t, b, s)
+		})
 	}
 }
 
