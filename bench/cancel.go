@@ -325,8 +325,10 @@ func measureCancel(ctx context.Context, rs *redisProc, st *store.Store, q config
 	if err := drain(); err != nil {
 		return m, err
 	}
-	if v := infoCommandstat(ctx, rs, "cmdstat_evalsha", "usec_per_call"); v != "" {
-		m.meanCommandstats = v + " µs"
+	for _, cmd := range []string{"cmdstat_fcall", "cmdstat_evalsha"} {
+		if v := infoCommandstat(ctx, rs, cmd, "usec_per_call"); v != "" && m.meanCommandstats == "" {
+			m.meanCommandstats = v + " µs"
+		}
 	}
 	forksAfter, _ := infoField(ctx, rs, "stats", "total_forks")
 	m.forks = strconv.FormatInt(forksAfter-forksBefore, 10)

@@ -347,7 +347,7 @@ func topCommands(ctx context.Context, rs *redisProc, n, k int) (string, error) {
 	var cs []cmd
 	for _, line := range strings.Split(info, "\r\n") {
 		name, fields, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
-		if !ok || !strings.HasPrefix(line, "cmdstat_") || name == "evalsha" || name == "eval" {
+		if !ok || !strings.HasPrefix(line, "cmdstat_") || isScriptCall(name) {
 			continue
 		}
 		for _, f := range strings.Split(fields, ",") {
@@ -752,6 +752,9 @@ func laneScriptRows(ctx context.Context, work string, o options, payload string,
 	if err != nil {
 		return err
 	}
+	if err := st.Load(ctx); err != nil {
+		return err
+	}
 	c := config.Default().Defaults
 	c.Concurrency = 100000
 	q := queueparams.Of(config.Queue{Name: "scr", WebhookURL: "http://127.0.0.1:1/", SigningSecret: "s", QueueSettings: c})
@@ -760,7 +763,7 @@ func laneScriptRows(ctx context.Context, work string, o options, payload string,
 		jobs = 4000
 	}
 	body := json.RawMessage(`{"data":"` + payload + `"}`)
-	// What INFO commandstats counts: the scripts' time (evalsha) and that
+	// What INFO commandstats counts: the scripts' time (fcall) and that
 	// of the commands they sent.
 	type usec struct{ script, inner, cmds int64 }
 	read := func() (usec, error) {

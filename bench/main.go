@@ -860,7 +860,12 @@ func (r *redisProc) resetStats(ctx context.Context) error {
 	return r.client.ConfigResetStat(ctx).Err()
 }
 
-// commandStats sums calls from INFO commandstats: script calls (evalsha, eval)
+// isScriptCall reports the INFO commandstats names of a script call: a
+// function (fcall, where Redis has Functions: package store's scripts.go)
+// or a script (evalsha, eval).
+func isScriptCall(name string) bool { return name == "fcall" || name == "evalsha" || name == "eval" }
+
+// commandStats sums calls from INFO commandstats: script calls (fcall, evalsha, eval)
 // and every command, counting those run inside scripts.
 func (r *redisProc) commandStats(ctx context.Context) (scripts, all int64, err error) {
 	scripts, all, _, err = r.commandStatsUsec(ctx)
@@ -907,10 +912,10 @@ func (r *redisProc) commandStatsSplit(ctx context.Context) (cmdStats, error) {
 			}
 		}
 		switch name {
-		case "config|resetstat", "info", "ping", "config|get", "script|load", "script|exists", "subscribe", "client|setinfo", "hello":
+		case "config|resetstat", "info", "ping", "config|get", "script|load", "script|exists", "function|load", "subscribe", "client|setinfo", "hello":
 			continue // the harness's own or connection set-up
 		}
-		if name == "evalsha" || name == "eval" {
+		if isScriptCall(name) {
 			c.scripts += calls
 			c.scriptUsec += usec
 		} else {
