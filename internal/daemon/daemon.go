@@ -409,6 +409,11 @@ func (d *Daemon) loadScripts(ctx context.Context) (bool, error) {
 			return false, terr
 		}
 		if err == nil {
+			mode := "scripts (EVALSHA)"
+			if d.store.UsesFunctions() {
+				mode = "functions (FCALL)"
+			}
+			d.log.Info("redis scripts loaded", zap.String("calls", mode))
 			d.checkPersistence(ctx)
 			return true, nil
 		}
