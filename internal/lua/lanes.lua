@@ -59,15 +59,17 @@ local LANE_STRIDE = 1000000
 -- never more than half a claim, rounded up: keys.md §4's bound).
 local LANE_BURST = 8
 
-local lane_cache = {}  -- fk -> lane, read once per call
-local lane_marked = {} -- lanes to place and write at LANE.flush
-local lane_mark_set = {}
-local lane_kw = 0      -- change of K_STATE kw (keyed jobs waiting) in this call
-local lane_vt = nil    -- the queue's virtual time (K_STATE lvt), read once
-local lane_vt_dirty = false
-local lane_dpass = nil -- the default lane's pass (K_STATE dpass)
-LANE.fresh_probe = {}  -- job ids taken as a lane's probe by this call
-LANE.stats = { khold = 0, kprobe = 0, kreopen = 0 }
+-- The per-call state, set by LANE.reset (at the end of lanes_load, and by
+-- call_begin at the start of every later call):
+local lane_cache       -- fk -> lane, read once per call
+local lane_marked      -- lanes to place and write at LANE.flush
+local lane_mark_set
+local lane_kw          -- change of K_STATE kw (keyed jobs waiting) in this call
+local lane_vt          -- the queue's virtual time (K_STATE lvt), read once
+local lane_vt_dirty
+local lane_dpass       -- the default lane's pass (K_STATE dpass)
+-- LANE.fresh_probe: job ids taken as a lane's probe by this call;
+-- LANE.stats: the lane holds, probes and reopenings this call counted.
 
 -- Runs cmd on key with the values of vs (pairs kept whole), in chunks
 -- that stay well inside Lua's unpack limit.
@@ -111,10 +113,10 @@ end
 -- the lane only counts in lane_dnf (LANE.complete), a job published to a
 -- ready lane only in lane_dnw (LANE.published_members), and a lane no
 -- other step decodes has its field edited as a string at LANE.flush.
-local lane_raw = {}
-local lane_dnf = {}   -- fk -> jobs that left in flight, not yet in nf
-local lane_dnw = {}   -- fk -> jobs published, not yet in nw
-local lane_dlist = {} -- the keys of lane_dnf and lane_dnw, in order
+local lane_raw
+local lane_dnf   -- fk -> jobs that left in flight, not yet in nf
+local lane_dnw   -- fk -> jobs published, not yet in nw
+local lane_dlist -- the keys of lane_dnf and lane_dnw, in order
 
 -- Where a lane's field places it (the byte of at: 114 'r', 116 't'), and
 -- the positions of its first two separators (around nf).
@@ -190,7 +192,7 @@ end
 
 -- K_LWAIT members taken by LANE.take, removed with one ZREM: before any
 -- read of the lane's members (lane_first_due) and at LANE.flush.
-local lane_rem = {}
+local lane_rem
 local function lane_rem_flush()
   if #lane_rem == 0 then return end
   lane_call_all('ZREM', K_LWAIT, lane_rem)
@@ -787,14 +789,15 @@ LANE.member, LANE.member_due, LANE.get, LANE.mark = lane_member, lane_member_due
 LANE.touch = lane_touch
 LANE.encode, LANE.decode, LANE.read = lane_encode, lane_decode, lane_read
 
--- The per-call state above starts afresh for each call (call_begin): a
--- Functions library keeps the machine loaded between calls.
+-- The per-call state above starts afresh here and for each later call
+-- (call_begin): a Functions library keeps the machine loaded between calls.
 LANE.reset = function()
   lane_cache, lane_marked, lane_mark_set, lane_kw = {}, {}, {}, 0
   lane_vt, lane_vt_dirty, lane_dpass = nil, false, nil
   LANE.fresh_probe, LANE.stats = {}, { khold = 0, kprobe = 0, kreopen = 0 }
   lane_raw, lane_dnf, lane_dnw, lane_dlist, lane_rem = {}, {}, {}, {}, {}
 end
+LANE.reset()
 end
 
 setmetatable(LANE, { __index = function(t, k)

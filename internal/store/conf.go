@@ -117,7 +117,7 @@ func (s *Store) ensureConf(ctx context.Context, q QueueParams) error {
 		defined = "1"
 	}
 	keys := s.Keys(q.Name).List(s.metaKey(q.Name))
-	res, err := s.sc.run(ctx, s.rdb, s.rdb, lua.Conf, keys, append(s.params(lua.Conf, q, 3), text, packed, defined)).Result()
+	res, err := s.sc.run(ctx, s.rdb, lua.Conf, keys, append(s.params(lua.Conf, q, 3), text, packed, defined)).Result()
 	if err != nil {
 		if redis.HasErrorPrefix(err, "READONLY") {
 			// A replica (a master demoted mid-failover): it has the

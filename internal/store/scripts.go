@@ -106,18 +106,18 @@ func missing(err error) bool {
 	return err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || strings.HasPrefix(err.Error(), "ERR Function not found"))
 }
 
-// run calls script name on c and waits for its reply, loading the script
-// or the library once when c has lost it.
-func (sc *scripts) run(ctx context.Context, rdb redis.UniversalClient, c redis.Cmdable, name string, keys []string, args []any) *redis.Cmd {
+// run calls script name on rdb and waits for its reply, loading the
+// script or the library once when rdb has lost it.
+func (sc *scripts) run(ctx context.Context, rdb redis.UniversalClient, name string, keys []string, args []any) *redis.Cmd {
 	if !sc.useFns.Load() {
-		return sc.evals[name].Run(ctx, c, keys, args...)
+		return sc.evals[name].Run(ctx, rdb, keys, args...)
 	}
-	cmd := c.FCall(ctx, sc.fns[name], keys, args...)
+	cmd := rdb.FCall(ctx, sc.fns[name], keys, args...)
 	if missing(cmd.Err()) {
 		if err := sc.loadLibrary(ctx, rdb); err != nil {
 			return cmd
 		}
-		cmd = c.FCall(ctx, sc.fns[name], keys, args...)
+		cmd = rdb.FCall(ctx, sc.fns[name], keys, args...)
 	}
 	return cmd
 }

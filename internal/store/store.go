@@ -214,7 +214,7 @@ func (s *Store) eval(ctx context.Context, name string, q QueueParams, keys []str
 	if s.opts.Replicated && replicatedScripts[name] {
 		return s.evalReplicated(ctx, name, q.Name, keys, args)
 	}
-	res, err = s.sc.run(ctx, s.rdb, s.rdb, name, keys, args).Result()
+	res, err = s.sc.run(ctx, s.rdb, name, keys, args).Result()
 	return res, 1, err
 }
 
